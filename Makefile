@@ -1,0 +1,29 @@
+# Two commands on a fresh machine:
+#   make example   -> creates .venv, installs steindiag with PyMC and plotting, runs the quickstart
+#   make test      -> creates .venv, installs the test extras, runs the test suite
+# PYTHON selects the interpreter (e.g. `PYENV_VERSION=3.12.1 make test PYTHON=python VENV=.venv312`).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: example test bench docs clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $@
+
+example: $(VENV)/.installed
+	$(PY) examples/quickstart.py
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[bench]"
+	$(PY) benchmarks/bench_engine.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info
