@@ -1,0 +1,242 @@
+"""Preconditioners: the kernel's length scales, fixed once from the pooled draws.
+
+Every choice ends as a :class:`Preconditioner` that maps draws and scores to
+*kernel coordinates* where ``A = Lambda^{-1}`` is diagonal (MATH.md section 2):
+
+- ``"identity"``: A = I.
+- ``"standardize"`` (default): change of variables z = x / scale, s_z = s * scale with a
+  robust pooled scale per coordinate, then A = I. Rescaling any parameter leaves the
+  KSD unchanged (the scales move with it). The Stein kernel is a statement about the
+  density of z, which is p up to a constant Jacobian, so this is exactly the KSD of
+  the rescaled problem.
+- ``"med"``: Lambda = med^2 I, med the median pairwise Euclidean distance of (at most
+  1000 evenly spaced) pooled draws (Riabiz et al. 2022; as in stein-thinning).
+- ``"sclmed"``: Lambda = med^2 / log(min(N, 1000)) I.
+- ``"smpcov"``: Lambda = the pooled sample covariance.
+- an array: 0-d (Lambda = value * I), 1-D (diagonal of Lambda) or 2-D (full SPD Lambda).
+
+A full Lambda = V diag(lam) V^T is handled by the orthogonal rotation x -> V^T x,
+s -> V^T s, which leaves every dot product, and so k_p, unchanged.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+__all__ = ["Preconditioner", "make_preconditioner", "PRECONDITIONERS"]
+
+# Consistency factor making the median absolute deviation estimate the sd of a normal.
+_MAD_TO_SD = 1.482602218505602
+_MEDIAN_SUBSAMPLE = 1000
+
+
+@dataclass(kw_only=True)
+class Preconditioner:
+    """A preconditioner resolved from the pooled draws.
+
+    Attributes
+    ----------
+    name : str
+        ``"identity"``, ``"standardize"``, ``"med"``, ``"sclmed"``, ``"smpcov"`` or ``"array"``.
+    scale : ndarray (d,) or None
+        Per-coordinate scales of the ``"standardize"`` change of variables.
+    lambda_matrix : ndarray (d, d)
+        Lambda actually used, in the coordinates after standardisation (if any).
+    rotation : ndarray (d, d) or None
+        Orthogonal V with Lambda = V diag(1 / a) V^T, or None when Lambda is diagonal.
+    a : ndarray (d,)
+        Diagonal of A = Lambda^{-1} in kernel coordinates.
+    isotropic : bool
+        Whether A = a[0] I.
+    """
+
+    name: str
+    scale: np.ndarray | None
+    lambda_matrix: np.ndarray
+    rotation: np.ndarray | None
+    a: np.ndarray
+    isotropic: bool
+
+    @property
+    def trace_a(self):
+        """tr(A), invariant under the rotation."""
+        return float(np.sum(self.a))
+
+    def to_kernel_coordinates(self, draws, scores):
+        """Map (..., d) draws and scores to kernel coordinates (new float64 arrays)."""
+        if self.scale is not None:
+            draws = draws / self.scale
+            scores = scores * self.scale
+        if self.rotation is not None:
+            draws = draws @ self.rotation
+            scores = scores @ self.rotation
+        return np.asarray(draws, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+
+    def attrs(self):
+        """netCDF-friendly attributes recording what was used."""
+        out = {"preconditioner": self.name}
+        if self.scale is not None:
+            out["standardize_scale"] = self.scale.copy()
+        if self.isotropic and self.rotation is None:
+            out["preconditioner_lambda"] = float(1.0 / self.a[0])
+            out["preconditioner_lambda_layout"] = "scalar times identity"
+        elif self.rotation is None:
+            out["preconditioner_lambda"] = 1.0 / self.a
+            out["preconditioner_lambda_layout"] = "diagonal"
+        else:
+            out["preconditioner_lambda"] = self.lambda_matrix.ravel()
+            out["preconditioner_lambda_layout"] = "full, row-major (d, d)"
+        return out
+
+
+def _pooled_median_distance(pooled):
+    n = pooled.shape[0]
+    if n > _MEDIAN_SUBSAMPLE:
+        pooled = pooled[np.linspace(0, n - 1, _MEDIAN_SUBSAMPLE, dtype=int)]
+    med = float(np.median(pdist(pooled)))
+    if not med > 0:
+        raise ValueError(
+            "preconditioner: the median pairwise distance of the draws is 0 (too few "
+            "distinct draws); use preconditioner='standardize' or pass an array."
+        )
+    return med
+
+
+def _from_lambda(name, lambda_matrix, scale=None):
+    """Build the Preconditioner for an SPD Lambda (already validated)."""
+    d = lambda_matrix.shape[0]
+    off_diagonal = lambda_matrix - np.diag(np.diag(lambda_matrix))
+    if not np.any(off_diagonal):
+        a = 1.0 / np.diag(lambda_matrix)
+        rotation = None
+    else:
+        eigenvalues, rotation = np.linalg.eigh(lambda_matrix)
+        a = 1.0 / eigenvalues
+    isotropic = bool(np.all(a == a[0])) and d > 0
+    return Preconditioner(
+        name=name,
+        scale=scale,
+        lambda_matrix=lambda_matrix,
+        rotation=rotation,
+        a=np.ascontiguousarray(a, dtype=np.float64),
+        isotropic=isotropic,
+    )
+
+
+def _identity(pooled, parameter):
+    d = pooled.shape[1]
+    return _from_lambda("identity", np.eye(d))
+
+
+def _standardize(pooled, parameter):
+    d = pooled.shape[1]
+    median = np.median(pooled, axis=0)
+    scale = _MAD_TO_SD * np.median(np.abs(pooled - median), axis=0)
+    fallback = ~(scale > 0)
+    if np.any(fallback):
+        # More than half the draws share one value (e.g. a sticky chain): use the sd.
+        scale[fallback] = np.std(pooled[:, fallback], axis=0)
+    zero = ~(scale > 0)
+    if np.any(zero):
+        names = [parameter[k] for k in np.flatnonzero(zero)]
+        raise ValueError(
+            "preconditioner='standardize': these coordinates are constant over all draws, "
+            f"so they have no scale: {names}. A parameter that never moves means the sampler "
+            "is stuck; KSD cannot be computed for it."
+        )
+    return _from_lambda("standardize", np.eye(d), scale=scale)
+
+
+def _med(pooled, parameter):
+    med = _pooled_median_distance(pooled)
+    return _from_lambda("med", med**2 * np.eye(pooled.shape[1]))
+
+
+def _sclmed(pooled, parameter):
+    med = _pooled_median_distance(pooled)
+    n = pooled.shape[0]
+    return _from_lambda(
+        "sclmed", med**2 / np.log(min(n, _MEDIAN_SUBSAMPLE)) * np.eye(pooled.shape[1])
+    )
+
+
+def _smpcov(pooled, parameter):
+    cov = np.atleast_2d(np.cov(pooled, rowvar=False))
+    return _from_lambda("smpcov", _check_spd(cov, "preconditioner='smpcov' (sample covariance)"))
+
+
+PRECONDITIONERS = {
+    "identity": _identity,
+    "standardize": _standardize,
+    "med": _med,
+    "sclmed": _sclmed,
+    "smpcov": _smpcov,
+}
+
+
+def _check_spd(matrix, what):
+    if not np.allclose(matrix, matrix.T, rtol=1e-10, atol=0.0):
+        raise ValueError(f"{what} must be symmetric.")
+    matrix = 0.5 * (matrix + matrix.T)
+    eigenvalues = np.linalg.eigvalsh(matrix)
+    if not eigenvalues[0] > 1e-12 * max(eigenvalues[-1], np.finfo(float).tiny):
+        raise ValueError(
+            f"{what} must be symmetric positive definite; its smallest eigenvalue is "
+            f"{eigenvalues[0]:.3g} (largest {eigenvalues[-1]:.3g})."
+        )
+    return matrix
+
+
+def make_preconditioner(preconditioner, pooled_draws, parameter):
+    """Resolve ``preconditioner`` once from the pooled (N, d) draws.
+
+    Parameters
+    ----------
+    preconditioner : str or array_like
+        A name from ``PRECONDITIONERS`` or a Lambda (0-d, 1-D diagonal or 2-D SPD).
+    pooled_draws : ndarray (N, d)
+    parameter : list of str
+        Labels of the d coordinates (for error messages).
+    """
+    if isinstance(preconditioner, str):
+        try:
+            builder = PRECONDITIONERS[preconditioner]
+        except KeyError:
+            raise ValueError(
+                f"preconditioner must be one of {sorted(PRECONDITIONERS)} or an array "
+                f"(Lambda); got {preconditioner!r}."
+            ) from None
+        return builder(pooled_draws, parameter)
+    d = pooled_draws.shape[1]
+    try:
+        lam = np.asarray(preconditioner, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            "preconditioner must be a string or an array of floats (Lambda); got "
+            f"{type(preconditioner).__name__}."
+        ) from None
+    if not np.all(np.isfinite(lam)):
+        raise ValueError("preconditioner array must be finite.")
+    if lam.ndim == 0:
+        if not lam > 0:
+            raise ValueError(f"preconditioner scalar Lambda must be > 0; got {float(lam)}.")
+        return _from_lambda("array", float(lam) * np.eye(d))
+    if lam.ndim == 1:
+        if lam.shape != (d,):
+            raise ValueError(
+                f"preconditioner 1-D array (diagonal of Lambda) must have shape ({d},); "
+                f"got {lam.shape}."
+            )
+        if not np.all(lam > 0):
+            raise ValueError("preconditioner 1-D array (diagonal of Lambda) must be > 0.")
+        return _from_lambda("array", np.diag(lam))
+    if lam.ndim == 2:
+        if lam.shape != (d, d):
+            raise ValueError(
+                f"preconditioner 2-D array (Lambda) must have shape ({d}, {d}); got {lam.shape}."
+            )
+        return _from_lambda("array", _check_spd(lam, "preconditioner 2-D array (Lambda)"))
+    raise ValueError(
+        f"preconditioner array must be 0-D, 1-D or 2-D; got {lam.ndim} dimensions."
+    )

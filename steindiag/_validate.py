@@ -1,0 +1,133 @@
+"""Input validation, done once and up front (scipy.stats ``_..._iv`` style).
+
+Every message names the argument, what is allowed and what was received.
+"""
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_kernel_args",
+    "check_finite",
+    "as_draws_array",
+    "evaluate_score_callable",
+    "check_method",
+]
+
+
+def check_kernel_args(c, beta):
+    """c > 0 finite, beta in (-1, 0); returns them as floats."""
+    for name, value in (("c", c), ("beta", beta)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number; got {type(value).__name__}.")
+    c, beta = float(c), float(beta)
+    if not (np.isfinite(c) and c > 0):
+        raise ValueError(f"c must be a finite number > 0; got c={c}.")
+    if not -1.0 < beta < 0.0:
+        raise ValueError(
+            f"beta must be in the open interval (-1, 0) (the IMQ range in which KSD "
+            f"detects non-convergence); got beta={beta}."
+        )
+    return c, beta
+
+
+def check_method(method, allowed):
+    if method not in allowed:
+        raise ValueError(f"method must be one of {sorted(allowed)}; got {method!r}.")
+    return method
+
+
+def _numeric_array(value, name):
+    try:
+        array = np.asarray(value)
+    except Exception as err:  # noqa: BLE001 - anything numpy cannot take
+        raise TypeError(f"{name} must be array-like; got {type(value).__name__}.") from err
+    if array.dtype == bool or not (
+        np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
+    ):
+        raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}.")
+    return array.astype(np.float64, copy=False)
+
+
+def as_draws_array(value, name):
+    """(chain, draw, d) or (draw, d) array-like -> float64 (chain, draw, d) array."""
+    array = _numeric_array(value, name)
+    if array.ndim == 2:
+        array = array[None, :, :]
+    if array.ndim != 3:
+        raise ValueError(
+            f"{name} must have shape (chain, draw, d) or (draw, d); got shape {array.shape}."
+        )
+    n_chain, n_draw, d = array.shape
+    if n_chain < 1:
+        raise ValueError(f"{name} must have at least one chain; got shape {array.shape}.")
+    if d < 1:
+        raise ValueError(f"{name} must have at least one parameter (d >= 1); got d = 0.")
+    if n_draw < 2:
+        raise ValueError(
+            f"{name} must have at least 2 draws per chain; got {n_draw} (shape {array.shape})."
+        )
+    return array
+
+
+def check_finite(array, name, chain=None, draw=None):
+    """Raise ValueError naming the first non-finite (chain, draw) entries of a (C, T, d) array."""
+    bad = ~np.isfinite(array)
+    if not bad.any():
+        return
+    chain_idx, draw_idx = np.nonzero(bad.any(axis=2))
+    chain = np.arange(array.shape[0]) if chain is None else np.asarray(chain)
+    draw = np.arange(array.shape[1]) if draw is None else np.asarray(draw)
+    where = ", ".join(
+        f"(chain={chain[c]!r}, draw={draw[t]!r})" for c, t in zip(chain_idx[:5], draw_idx[:5])
+    )
+    more = f" and {len(chain_idx) - 5} more" if len(chain_idx) > 5 else ""
+    kinds = []
+    if np.isnan(array).any():
+        kinds.append("NaN")
+    if np.isinf(array).any():
+        kinds.append("inf")
+    raise ValueError(
+        f"{name} contains {'/'.join(kinds)} at {len(chain_idx)} draw(s): {where}{more}. "
+        "KSD needs finite draws and scores."
+    )
+
+
+def evaluate_score_callable(score, draws, *, batched=True, chunk_size=4096, name="score"):
+    """Evaluate a user score function on (chain, draw, d) draws.
+
+    ``batched=True``: ``score`` maps an (n, d) array to an (n, d) array (evaluated in
+    chunks of ``chunk_size`` rows); ``batched=False``: it maps a (d,) vector to a (d,)
+    vector. Returns a float64 (chain, draw, d) array.
+    """
+    if not callable(score):
+        raise TypeError(f"{name} must be an array or a callable; got {type(score).__name__}.")
+    n_chain, n_draw, d = draws.shape
+    flat = draws.reshape(-1, d)
+    out = np.empty_like(flat)
+    if batched:
+        pieces = [(start, min(start + chunk_size, flat.shape[0]))
+                  for start in range(0, flat.shape[0], chunk_size)]
+    else:
+        pieces = [(i, i + 1) for i in range(flat.shape[0])]
+    for start, stop in pieces:
+        argument = flat[start:stop].copy() if batched else flat[start].copy()
+        try:
+            value = score(argument)
+        except Exception as err:
+            raise ValueError(
+                f"{name} raised {type(err).__name__} when evaluated on draws "
+                f"{start}..{stop - 1} (flattened chain-major): {err}"
+            ) from err
+        value = np.asarray(value, dtype=np.float64)
+        expected = (stop - start, d) if batched else (d,)
+        if value.shape != expected:
+            hint = (" (batched=True: it receives an (n, d) array; pass batched=False for "
+                    "a function of one draw)") if batched else ""
+            raise ValueError(
+                f"{name} returned shape {value.shape} for input of shape {argument.shape}; "
+                f"expected {expected}{hint}."
+            )
+        out[start:stop] = value
+    return out.reshape(n_chain, n_draw, d)

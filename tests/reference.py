@@ -1,0 +1,108 @@
+"""Slow, obvious plain-NumPy reference for the IMQ Stein kernel and KSD.
+
+Written straight from ../shared/MATH.md (sections 2-3) with a full matrix A and an
+explicit N x N kernel matrix, so that it shares nothing with the fast engine
+(no rotation, no tiling, no Gram-matrix tricks, no row sums). Use only for small N.
+"""
+
+import numpy as np
+from scipy.spatial.distance import pdist
+
+
+def imq_stein_kernel_matrix(x, sx, y, sy, A, c=1.0, beta=-0.5):
+    """k_p(x_i, y_j) for all i, j (MATH.md section 2), A = Lambda^{-1} a full matrix."""
+    x, sx, y, sy, A = (np.asarray(v, dtype=np.float64) for v in (x, sx, y, sy, A))
+    u = x[:, None, :] - y[None, :, :]  # (n, m, d)
+    Au = u @ A  # A symmetric: (A u)^T = u^T A
+    q = c**2 + np.einsum("nmk,nmk->nm", Au, u)
+    uA2u = np.einsum("nmk,nmk->nm", Au, Au)
+    ds = sx[:, None, :] - sy[None, :, :]
+    uAds = np.einsum("nmk,nmk->nm", Au, ds)
+    ss = sx @ sy.T
+    return (
+        -4 * beta * (beta - 1) * q ** (beta - 2) * uA2u
+        - 2 * beta * q ** (beta - 1) * (np.trace(A) + uAds)
+        + q**beta * ss
+    )
+
+
+def ksd_v2(x, sx, A, c=1.0, beta=-0.5):
+    """V-statistic KSD^2 = N^-2 sum_{i,j} k_p(x_i, x_j)."""
+    K = imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    return K.sum() / K.shape[0] ** 2
+
+
+def ksd_u2(x, sx, A, c=1.0, beta=-0.5):
+    """U-statistic [N(N-1)]^-1 sum_{i != j} k_p(x_i, x_j)."""
+    K = imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    n = K.shape[0]
+    return (K.sum() - np.trace(K)) / (n * (n - 1))
+
+
+def ksd_iid2(x, sx, A, c=1.0, beta=-0.5):
+    """mean_i k_p(x_i, x_i) / N, the i.i.d. floor squared."""
+    K = imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    return np.mean(np.diag(K)) / K.shape[0]
+
+
+def lambda_for(name, pooled):
+    """Lambda (not A) for a named preconditioner, written independently of steindiag.
+
+    "standardize" is not a Lambda on x: it is a change of variables handled by
+    ``standardize_reference``; this returns the identity for it.
+    """
+    n, d = pooled.shape
+    if name in ("identity", "standardize"):
+        return np.eye(d)
+    if name in ("med", "sclmed"):
+        sub = pooled[np.linspace(0, n - 1, 1000, dtype=int)] if n > 1000 else pooled
+        med2 = np.median(pdist(sub)) ** 2
+        return med2 * np.eye(d) if name == "med" else med2 / np.log(min(n, 1000)) * np.eye(d)
+    if name == "smpcov":
+        return np.atleast_2d(np.cov(pooled, rowvar=False))
+    raise ValueError(name)
+
+
+def standardize_reference(pooled_x, x, sx):
+    """Robust scale per coordinate (1.4826 * MAD), x / scale and s * scale."""
+    med = np.median(pooled_x, axis=0)
+    scale = 1.482602218505602 * np.median(np.abs(pooled_x - med), axis=0)
+    return x / scale, sx * scale
+
+
+def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5):
+    """Everything ``steindiag.ksd`` reports, the slow way, for (chain, draw, d) arrays."""
+    draws = np.asarray(draws, dtype=np.float64)
+    scores = np.asarray(scores, dtype=np.float64)
+    n_chain, n_draw, d = draws.shape
+    pooled_x = draws.reshape(-1, d)
+    if isinstance(preconditioner, str):
+        lam = lambda_for(preconditioner, pooled_x)
+    else:
+        lam = np.asarray(preconditioner, dtype=np.float64)
+        lam = lam * np.eye(d) if lam.ndim == 0 else (np.diag(lam) if lam.ndim == 1 else lam)
+    if preconditioner == "standardize":
+        draws, scores = standardize_reference(pooled_x, draws, scores)
+    A = np.linalg.inv(lam)
+    out = {"ksd": [], "ksd_iid": [], "ksd2_u": []}
+    for ch in range(n_chain):
+        out["ksd"].append(np.sqrt(ksd_v2(draws[ch], scores[ch], A, c, beta)))
+        out["ksd_iid"].append(np.sqrt(ksd_iid2(draws[ch], scores[ch], A, c, beta)))
+        out["ksd2_u"].append(ksd_u2(draws[ch], scores[ch], A, c, beta))
+    # Pooled: all draws of all chains together (cross-chain pairs included).
+    px, ps = draws.reshape(-1, d), scores.reshape(-1, d)
+    out["ksd_pooled"] = np.sqrt(ksd_v2(px, ps, A, c, beta))
+    out["ksd_iid_pooled"] = np.sqrt(ksd_iid2(px, ps, A, c, beta))
+    out["ksd2_u_pooled"] = ksd_u2(px, ps, A, c, beta)
+    # Running curves by recomputing every prefix (the obvious, quadratic-per-prefix way).
+    path = np.empty((n_chain, n_draw))
+    path_pooled = np.empty(n_draw)
+    for n in range(1, n_draw + 1):
+        for ch in range(n_chain):
+            path[ch, n - 1] = np.sqrt(ksd_v2(draws[ch, :n], scores[ch, :n], A, c, beta))
+        path_pooled[n - 1] = np.sqrt(
+            ksd_v2(draws[:, :n].reshape(-1, d), scores[:, :n].reshape(-1, d), A, c, beta)
+        )
+    out["path"] = path
+    out["path_pooled"] = path_pooled
+    return {k: np.asarray(v) for k, v in out.items()}
