@@ -8,13 +8,14 @@ compute the same row sums (see ``steindiag._kernels``):
   Numba pass over the tile. Fastest for larger d. The draws are centred first so
   that |x_i|^2 + |x_j|^2 - 2 x_i.x_j does not lose digits to cancellation.
 
-Both use O(N d) memory: a tile is at most ``_GEMM_TILE_ROWS`` draws on each side,
-the kernel matrix is never stored.
+Both use O(N d) memory: the BLAS path holds one Gram block of
+(n_blocks * ``_GEMM_TILE_ROWS``)^2 doubles per thread; the kernel matrix is never stored.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from steindiag import _kernels
 from steindiag._preconditioner import Preconditioner
@@ -22,9 +23,10 @@ from steindiag._preconditioner import Preconditioner
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
 
 # Above this many parameters the BLAS-tiled path is faster (measured in benchmarks/).
-_FUSED_MAX_D = 12
-# Draws (over all chains) on each side of a BLAS tile: Gram blocks of (2 * 512)^2 doubles = 8 MB.
-_GEMM_TILE_ROWS = 512
+_FUSED_MAX_D = 24
+# Draws (over all chains) on each side of a BLAS tile: a Gram block of (2 * 256)^2 doubles
+# = 2 MB per thread (L2-sized); 256 and 512 measured equal, 1024 twice slower.
+_GEMM_TILE_ROWS = 256
 
 
 @dataclass(kw_only=True)
@@ -59,58 +61,43 @@ def _row_sums_fused(draws, scores, pre, c2, beta):
     return row_same, row_all
 
 
-def _tile(array, start, stop):
-    """Rows of draws start..stop-1 of every chain, chain by chain, as one (rows, d) block."""
-    return np.ascontiguousarray(array[:, start:stop, :]).reshape(-1, array.shape[2])
-
-
 def _row_sums_gemm(draws, scores, pre, c2, beta, tile_rows=None):
-    n_chain, n_draw, _ = draws.shape
-    draws = draws - draws.reshape(-1, draws.shape[2]).mean(axis=0)
+    n_chain, n_draw, d = draws.shape
+    draws = draws - draws.reshape(-1, d).mean(axis=0)
     if pre.isotropic:
         # Unscaled x; the tile kernel applies A = a0 I.
         blocks = [draws, scores]
-        scale_q = scale_uads = float(pre.a[0])
+        scale_q = float(pre.a[0])
     else:
         blocks = [draws * np.sqrt(pre.a), draws * pre.a, scores]
-        scale_q = scale_uads = 1.0
-    # Row-wise |z|^2, |y|^2 and y.s for the "diagonal" parts of each squared distance.
-    norm_q = np.einsum("ctk,ctk->ct", blocks[0], blocks[0])
-    norm_a2 = norm_q if pre.isotropic else np.einsum("ctk,ctk->ct", blocks[1], blocks[1])
-    ys = np.einsum("ctk,ctk->ct", blocks[-2], blocks[-1])
-    n_blocks = len(blocks)
+        scale_q = 1.0
+    tile = max(1, min(n_draw, (tile_rows or _GEMM_TILE_ROWS) // n_chain))
+    n_tiles = -(-n_draw // tile)
+    padded = n_tiles * tile
+    # (n_tiles, n_blocks, chain, tile, d), zero-padded past n_draw.
+    panels = np.zeros((len(blocks), n_chain, padded, d))
+    for p, block in enumerate(blocks):
+        panels[p, :, :n_draw] = block
+    panels = np.ascontiguousarray(
+        panels.reshape(len(blocks), n_chain, n_tiles, tile, d).transpose(2, 0, 1, 3, 4)
+    )
 
-    tile_draws = max(1, (tile_rows or _GEMM_TILE_ROWS) // n_chain)
-    starts = list(range(0, n_draw, tile_draws))
-    row_same = np.zeros((n_chain, n_draw))
-    row_all = np.zeros((n_chain, n_draw))
-    for i, t0_i in enumerate(starts):
-        t1_i = min(t0_i + tile_draws, n_draw)
-        stacked_i = np.concatenate([_tile(b, t0_i, t1_i) for b in blocks])
-        rows_i = stacked_i.shape[0] // n_blocks
-        norms_i = (norm_q[:, t0_i:t1_i].ravel(), norm_a2[:, t0_i:t1_i].ravel(),
-                   ys[:, t0_i:t1_i].ravel())
-        for t0_j in starts[: i + 1]:
-            t1_j = min(t0_j + tile_draws, n_draw)
-            stacked_j = stacked_i if t0_j == t0_i else np.concatenate(
-                [_tile(b, t0_j, t1_j) for b in blocks]
-            )
-            rows_j = stacked_j.shape[0] // n_blocks
-            gram = stacked_i @ stacked_j.T
+    def row_wise(first, second):
+        out = np.zeros((n_chain, padded))
+        out[:, :n_draw] = np.einsum("ctk,ctk->ct", first, second)
+        return np.ascontiguousarray(out.reshape(n_chain, n_tiles, tile).transpose(1, 0, 2))
 
-            def block(p, q):
-                return gram[p * rows_i : (p + 1) * rows_i, q * rows_j : (q + 1) * rows_j]
-
-            y, s = n_blocks - 2, n_blocks - 1
-            _kernels.lower_row_sums_tile(
-                block(0, 0), block(1, 1), block(y, s), block(s, y), block(s, s),
-                *norms_i,
-                norm_q[:, t0_j:t1_j].ravel(), norm_a2[:, t0_j:t1_j].ravel(),
-                ys[:, t0_j:t1_j].ravel(),
-                n_chain, t0_i, t0_j, pre.isotropic, scale_q, scale_uads,
-                c2, beta, pre.trace_a, row_same, row_all,
-            )
-    return row_same, row_all
+    norm_q = row_wise(blocks[0], blocks[0])
+    norm_a2 = norm_q if pre.isotropic else row_wise(blocks[1], blocks[1])
+    ys = row_wise(blocks[-2], blocks[-1])
+    row_same = np.empty((n_chain, padded))
+    row_all = np.empty((n_chain, padded))
+    with threadpool_limits(limits=1, user_api="blas"):
+        _kernels.lower_row_sums_gemm(
+            panels, norm_q, norm_a2, ys, n_draw, pre.isotropic, scale_q, c2, beta,
+            pre.trace_a, row_same, row_all,
+        )
+    return row_same[:, :n_draw], row_all[:, :n_draw]
 
 
 METHODS = {"fused": _row_sums_fused, "gemm": _row_sums_gemm}
@@ -128,7 +115,7 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", **o
     preconditioner : Preconditioner
         Already resolved from the pooled draws.
     method : {"auto", "fused", "gemm"}
-        ``"auto"`` uses ``"fused"`` for d <= 12, ``"gemm"`` above.
+        ``"auto"`` uses ``"fused"`` for d <= 24, ``"gemm"`` above.
     **options
         ``tile_rows`` for ``"gemm"`` (draws per tile side, over all chains).
 

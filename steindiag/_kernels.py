@@ -30,32 +30,39 @@ import numpy as np
 
 __all__ = [
     "lower_row_sums",
-    "lower_row_sums_tile",
+    "lower_row_sums_gemm",
     "stein_kernel_diagonal",
-    "stein_kernel_value",
 ]
 
 # Draws per inner block: the per-pair accumulators of one block live in L1.
 _BLOCK = 256
 
 
-@nb.njit(cache=True, inline="always")
-def stein_kernel_value(qdist, a2dist, uads, ss, c2, beta, trace_a):
-    """k_p for one pair from its four reduced quantities (MATH.md section 2)."""
-    q = c2 + qdist
+# Reassociation (summation order) and FMA contraction only: no approximate reciprocals
+# or square roots, which would bias every pair the same way.
+_FAST_SUM = {"reassoc", "contract"}
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+def _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
+    """sum_m k_p over one block of pairs (vectorised; the beta branch is outside the loop)."""
+    total = 0.0
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
     if beta == -0.5:
-        inv_q = 1.0 / q
-        q_beta = np.sqrt(inv_q)
+        for m in range(nj):
+            inv_q = 1.0 / (c2 + qdist[m])
+            q_beta = np.sqrt(inv_q)
+            q_beta1 = q_beta * inv_q
+            total += q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
     else:
-        inv_q = 1.0 / q
-        q_beta = q**beta
-    q_beta1 = q_beta * inv_q
-    q_beta2 = q_beta1 * inv_q
-    return (
-        -4.0 * beta * (beta - 1.0) * q_beta2 * a2dist
-        - 2.0 * beta * q_beta1 * (trace_a + uads)
-        + q_beta * ss
-    )
+        for m in range(nj):
+            q = c2 + qdist[m]
+            inv_q = 1.0 / q
+            q_beta = q**beta
+            q_beta1 = q_beta * inv_q
+            total += q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+    return total
 
 
 @nb.njit(cache=True)
@@ -65,7 +72,7 @@ def stein_kernel_diagonal(scores_sq, c2, beta, trace_a):
     return -2.0 * beta * (c_beta / c2) * trace_a + c_beta * scores_sq
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _accumulate_block(
     draws_t, scores_t, a, isotropic, chain_j, j0, nj, x_i, s_i, qdist, a2dist, uads, ss
 ):
@@ -108,7 +115,7 @@ def _accumulate_block(
                 ss[m] += sk * ssj[m]
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same, row_all):
     """Row sums of k_p over earlier draws, for every draw (fused per-pair loop).
 
@@ -138,7 +145,7 @@ def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
         x_i = np.empty(d)
         s_i = np.empty(d)
         for half in range(2):
-            block = task if half == 0 else n_blocks - 1 - task
+            block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
             if half == 1 and block == task:
                 break
             t_start = block * rows_per_task
@@ -159,10 +166,9 @@ def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
                                 draws_t, scores_t, a, isotropic, c_j, j0, nj,
                                 x_i, s_i, qdist, a2dist, uads, ss,
                             )
-                            for m in range(nj):
-                                total += stein_kernel_value(
-                                    qdist[m], a2dist[m], uads[m], ss[m], c2, beta, trace_a
-                                )
+                            total += _block_kernel_sum(
+                                qdist, a2dist, uads, ss, nj, c2, beta, trace_a
+                            )
                         total_all += total
                         if c_j == c:
                             total_same = total
@@ -170,54 +176,100 @@ def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
                     row_same[c, t] = total_same
 
 
-@nb.njit(cache=True, parallel=True)
-def lower_row_sums_tile(
-    gram_q, gram_a2, gram_ys, gram_sy, gram_ss,
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _tile_row_sums(
+    gram, n_blocks, n_chain, tile, valid_i, valid_j, diagonal_tile,
     norm_q_i, norm_a2_i, ys_i, norm_q_j, norm_a2_j, ys_j,
-    n_chain, t0_i, t0_j, isotropic, scale_q, scale_uads, c2, beta, trace_a, row_same, row_all,
+    isotropic, scale_q, c2, beta, trace_a, out_same, out_all,
 ):
-    """Add one tile's contribution to the row sums, from precomputed Gram blocks.
+    """Add one tile's k_p row sums to ``out_same``/``out_all`` (chain, tile), serially.
 
-    The tile's rows are draws t0_i .. t0_i + b_i - 1 of every chain, ordered
-    chain by chain (row ``c * b_i + tl``); its columns likewise from ``t0_j``
-    (``t0_j <= t0_i``; ``t0_j == t0_i`` is the diagonal tile, where only
-    earlier draws count). The dot products come from BLAS matrix products
-    (``steindiag._engine``): with z = sqrt(a) x, y = a x and s the scores,
-    ``gram_q = Z_i Z_j^T``, ``gram_a2 = Y_i Y_j^T``, ``gram_ys = Y_i S_j^T``,
-    ``gram_sy = S_i Y_j^T``, ``gram_ss = S_i S_j^T``; ``norm_*`` and ``ys_*``
-    are the row-wise |z|^2, |y|^2 and y.s. If ``isotropic`` (A = a0 I), z = y = x
-    unscaled, ``gram_a2`` is unused and the factors ``scale_q = scale_uads = a0``
-    are applied here (qdist = a0 |u|^2, a2dist = a0 qdist, uads = a0 u.ds);
-    otherwise both factors are 1. ``row_same``/``row_all`` are (chain, draw)
-    accumulators.
+    ``gram`` is the Gram matrix of the stacked panels [Z; (Y;) S] of the row tile and
+    the column tile; block (p, q) starts at row p * n_chain * tile, column
+    q * n_chain * tile, and row ``c * tile + t`` of a block is draw t of chain c.
     """
-    n_rows = gram_q.shape[0]
-    b_i = n_rows // n_chain
-    b_j = gram_q.shape[1] // n_chain
-    diagonal_tile = t0_i == t0_j
-    for r in nb.prange(n_rows):
-        c_i = r // b_i
-        tl = r - c_i * b_i
-        total_all = 0.0
-        total_same = 0.0
-        for c_j in range(n_chain):
-            if diagonal_tile:
-                limit = tl + 1 if c_j < c_i else tl
-            else:
-                limit = b_j
-            total = 0.0
-            for col in range(c_j * b_j, c_j * b_j + limit):
-                qdist = scale_q * max(norm_q_i[r] + norm_q_j[col] - 2.0 * gram_q[r, col], 0.0)
-                if isotropic:
-                    a2dist = scale_q * qdist
+    rows = n_chain * tile
+    y = n_blocks - 2
+    s = n_blocks - 1
+    qdist = np.empty(tile)
+    a2dist = np.empty(tile)
+    uads = np.empty(tile)
+    ss = np.empty(tile)
+    for c_i in range(n_chain):
+        for tl in range(valid_i):
+            r = c_i * tile + tl
+            total_all = 0.0
+            for c_j in range(n_chain):
+                if diagonal_tile:
+                    limit = tl + 1 if c_j < c_i else tl
                 else:
-                    a2dist = max(norm_a2_i[r] + norm_a2_j[col] - 2.0 * gram_a2[r, col], 0.0)
-                uads = scale_uads * (ys_i[r] + ys_j[col] - gram_ys[r, col] - gram_sy[r, col])
-                total += stein_kernel_value(
-                    qdist, a2dist, uads, gram_ss[r, col], c2, beta, trace_a
+                    limit = valid_j
+                base = c_j * tile
+                for m in range(limit):
+                    col = base + m
+                    dq = norm_q_i[c_i, tl] + norm_q_j[c_j, m] - 2.0 * gram[r, col]
+                    qdist[m] = scale_q * max(dq, 0.0)
+                    if isotropic:
+                        a2dist[m] = scale_q * qdist[m]
+                    else:
+                        da2 = (norm_a2_i[c_i, tl] + norm_a2_j[c_j, m]
+                               - 2.0 * gram[rows + r, rows + col])
+                        a2dist[m] = max(da2, 0.0)
+                    uads[m] = scale_q * (
+                        ys_i[c_i, tl] + ys_j[c_j, m]
+                        - gram[y * rows + r, s * rows + col] - gram[s * rows + r, y * rows + col]
+                    )
+                    ss[m] = gram[s * rows + r, s * rows + col]
+                total = _block_kernel_sum(qdist, a2dist, uads, ss, limit, c2, beta, trace_a)
+                total_all += total
+                if c_j == c_i:
+                    out_same[c_i, tl] += total
+            out_all[c_i, tl] += total_all
+
+
+@nb.njit(cache=True, parallel=True)
+def lower_row_sums_gemm(
+    panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, c2, beta, trace_a,
+    row_same, row_all,
+):
+    """Row sums of k_p over earlier draws, with dot products from BLAS (tiled).
+
+    Parameters
+    ----------
+    panels : float64 (n_tiles, n_blocks, chain, tile, d)
+        Draw tile I of every chain, zero-padded past ``n_draw``, for each stacked
+        block: [Z, Y, S] (z = sqrt(a) x, y = a x) or, if isotropic, [X, S].
+    norm_q, norm_a2, ys : float64 (n_tiles, chain, tile)
+        Row-wise |z|^2, |y|^2 and y.s.
+    isotropic, scale_q : A = scale_q * I if isotropic (scale_q = 1 otherwise).
+    row_same, row_all : float64 (chain, n_tiles * tile) outputs, overwritten.
+
+    Each parallel task owns the rows of two row tiles (I and n_tiles - 1 - I, for
+    balance) and computes their Gram blocks against every earlier column tile with
+    one matrix product each. Call with BLAS limited to one thread (the caller does):
+    nested thread pools are several times slower. Memory: one Gram block of
+    (n_blocks * chain * tile)^2 doubles per thread.
+    """
+    n_tiles, n_blocks, n_chain, tile, d = panels.shape
+    rows = n_blocks * n_chain * tile
+    n_tasks = (n_tiles + 1) // 2
+    row_same[:, :] = 0.0
+    row_all[:, :] = 0.0
+    for task in nb.prange(n_tasks):
+        for half in range(2):
+            tile_i = np.int64(task) if half == 0 else np.int64(n_tiles - 1 - task)
+            if half == 1 and tile_i == task:
+                break
+            panel_i = panels[tile_i].reshape(rows, d)
+            valid_i = min(tile, n_draw - tile_i * tile)
+            out_same = row_same[:, tile_i * tile : (tile_i + 1) * tile]
+            out_all = row_all[:, tile_i * tile : (tile_i + 1) * tile]
+            for tile_j in range(tile_i + 1):
+                panel_j = panels[tile_j].reshape(rows, d)
+                gram = np.dot(panel_i, panel_j.T)
+                _tile_row_sums(
+                    gram, n_blocks, n_chain, tile, valid_i, tile, tile_i == tile_j,
+                    norm_q[tile_i], norm_a2[tile_i], ys[tile_i],
+                    norm_q[tile_j], norm_a2[tile_j], ys[tile_j],
+                    isotropic, scale_q, c2, beta, trace_a, out_same, out_all,
                 )
-            total_all += total
-            if c_j == c_i:
-                total_same = total
-        row_all[c_i, t0_i + tl] += total_all
-        row_same[c_i, t0_i + tl] += total_same
