@@ -80,7 +80,7 @@ def check_finite(array, name, chain=None, draw=None):
     chain = np.arange(array.shape[0]) if chain is None else np.asarray(chain)
     draw = np.arange(array.shape[1]) if draw is None else np.asarray(draw)
     where = ", ".join(
-        f"(chain={chain[c]!r}, draw={draw[t]!r})" for c, t in zip(chain_idx[:5], draw_idx[:5])
+        f"(chain={chain[c].item()!r}, draw={draw[t].item()!r})" for c, t in zip(chain_idx[:5], draw_idx[:5])
     )
     more = f" and {len(chain_idx) - 5} more" if len(chain_idx) > 5 else ""
     kinds = []

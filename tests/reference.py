@@ -81,7 +81,7 @@ def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5):
     else:
         lam = np.asarray(preconditioner, dtype=np.float64)
         lam = lam * np.eye(d) if lam.ndim == 0 else (np.diag(lam) if lam.ndim == 1 else lam)
-    if preconditioner == "standardize":
+    if isinstance(preconditioner, str) and preconditioner == "standardize":
         draws, scores = standardize_reference(pooled_x, draws, scores)
     A = np.linalg.inv(lam)
     out = {"ksd": [], "ksd_iid": [], "ksd2_u": []}

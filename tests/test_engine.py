@@ -1,0 +1,277 @@
+"""The Stein-kernel engine against independent truth.
+
+Sources of truth:
+- ``reference.py``: slow plain-NumPy implementation straight from MATH.md (full A matrix,
+  explicit N x N kernel matrix, prefixes recomputed from scratch).
+- Closed forms from MATH.md section 3 (N(0, I_d) target, A = I, c = 1, beta = -1/2).
+- Properties (permutation, rescaling, thread count, tile size).
+"""
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference import imq_stein_kernel_matrix, reference_ksd
+
+import steindiag
+from steindiag._engine import stein_row_sums
+from steindiag._preconditioner import make_preconditioner
+
+RTOL = 1e-10  # the issue's bar for every fast path vs the reference
+SCALARS = ["ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled", "ksd2_u", "ksd2_u_pooled"]
+
+
+def _target_draws(rng, n_chain, n_draw, d, shift=0.3):
+    """Draws near N(0, I_d) with a perturbed score so that KSD is clearly > 0."""
+    x = rng.standard_normal((n_chain, n_draw, d)) * rng.uniform(0.5, 2.0, size=d)
+    s = -x + shift * rng.standard_normal(x.shape)
+    return x, s
+
+
+def _assert_matches_reference(x, s, preconditioner, c=1.0, beta=-0.5, method="auto"):
+    res = steindiag.ksd(x, score=s, preconditioner=preconditioner, c=c, beta=beta, method=method)
+    path = steindiag.ksd_path(
+        x, score=s, preconditioner=preconditioner, c=c, beta=beta, method=method
+    )
+    ref = reference_ksd(x, s, preconditioner, c=c, beta=beta)
+    for name in SCALARS:
+        # U-statistics are differences of O(1) sums (may be ~0): compare on the V scale.
+        atol = RTOL * float(np.max(ref["ksd"]) ** 2) if name.startswith("ksd2_u") else 0.0
+        np.testing.assert_allclose(res[name].values, ref[name], rtol=RTOL, atol=atol)
+    np.testing.assert_allclose(path["ksd"].values, ref["path"], rtol=RTOL)
+    np.testing.assert_allclose(path["ksd_pooled"].values, ref["path_pooled"], rtol=RTOL)
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+@pytest.mark.parametrize(
+    "preconditioner", ["identity", "standardize", "med", "sclmed", "smpcov"]
+)
+def test_named_preconditioners_match_reference(method, preconditioner):
+    # Truth: reference.py (independent plain-NumPy implementation of MATH.md).
+    x, s = _target_draws(np.random.default_rng(1), 3, 17, 4)
+    _assert_matches_reference(x, s, preconditioner, method=method)
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+@pytest.mark.parametrize("kind", ["scalar", "diagonal", "full"])
+def test_array_preconditioners_match_reference(method, kind):
+    rng = np.random.default_rng(2)
+    d = 3
+    x, s = _target_draws(rng, 2, 15, d)
+    if kind == "scalar":
+        lam = np.float64(2.5)
+    elif kind == "diagonal":
+        lam = rng.uniform(0.3, 3.0, size=d)
+    else:
+        m = rng.standard_normal((d, d))
+        lam = m @ m.T + 0.5 * np.eye(d)
+    # Truth: reference.py with A = inv(Lambda) as a full matrix (no rotation).
+    _assert_matches_reference(x, s, lam, method=method)
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+@pytest.mark.parametrize("c, beta", [(1.0, -0.5), (0.5, -0.2), (2.0, -0.9), (1.3, -0.5)])
+def test_kernel_parameters_match_reference(method, c, beta):
+    x, s = _target_draws(np.random.default_rng(3), 2, 16, 3)
+    # Truth: reference.py with the same (c, beta).
+    _assert_matches_reference(x, s, "smpcov", c=c, beta=beta, method=method)
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 25, 64, 300])
+def test_dimensions_match_reference(d):
+    # d = 1 .. 300 covers both engine paths under method="auto" (fused up to 24).
+    x, s = _target_draws(np.random.default_rng(4 + d), 2, 12, d)
+    _assert_matches_reference(x, s, "standardize")
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+def test_float32_input_is_computed_in_float64(method):
+    x, s = _target_draws(np.random.default_rng(5), 2, 20, 5)
+    x32, s32 = x.astype(np.float32), s.astype(np.float32)
+    res = steindiag.ksd(x32, score=s32, preconditioner="identity", method=method)
+    # Truth: the reference on the same float32 values promoted to float64.
+    ref = reference_ksd(x32.astype(np.float64), s32.astype(np.float64), "identity")
+    np.testing.assert_allclose(res["ksd"].values, ref["ksd"], rtol=RTOL)
+    np.testing.assert_allclose(res["ksd_pooled"].values, ref["ksd_pooled"], rtol=RTOL)
+
+
+def test_one_chain_two_dimensional_input():
+    x, s = _target_draws(np.random.default_rng(6), 1, 30, 2)
+    res = steindiag.ksd(x[0], score=s[0], preconditioner="identity")
+    ref = reference_ksd(x, s, "identity")
+    assert res.sizes["chain"] == 1
+    # Truth: reference.py; with one chain the pooled value is that chain's value.
+    np.testing.assert_allclose(res["ksd"].values, ref["ksd"], rtol=RTOL)
+    np.testing.assert_allclose(res["ksd_pooled"].values, res["ksd"].values[0], rtol=1e-14)
+
+
+def test_diagonal_closed_form_standard_normal():
+    # MATH.md section 3: for p = N(0, I_d), A = I, c = 1, beta = -1/2: k_p(x, x) = d + |x|^2,
+    # so ksd_iid^2 * N = mean_i (d + |x_i|^2).
+    rng = np.random.default_rng(7)
+    d, n = 4, 50
+    x = rng.standard_normal((1, n, d))
+    res = steindiag.ksd(x, score=-x, preconditioner="identity")
+    expected = np.sqrt(np.mean(d + np.sum(x[0] ** 2, axis=1)) / n)
+    np.testing.assert_allclose(res["ksd_iid"].values[0], expected, rtol=1e-14)
+    # and the diagonal of the reference kernel matrix is d + |x|^2 too.
+    k = imq_stein_kernel_matrix(x[0], -x[0], x[0], -x[0], np.eye(d))
+    np.testing.assert_allclose(np.diag(k), d + np.sum(x[0] ** 2, axis=1), rtol=1e-13)
+
+
+def test_exact_draws_expectations_standard_normal():
+    # MATH.md section 3: exact i.i.d. N(0, I_d) draws, A = I, c = 1, beta = -1/2:
+    # E[KSD^2_V] = 2d/N and E[KSD^2_U] = 0. Each chain is an independent replicate.
+    rng = np.random.default_rng(8)
+    n_rep, n, d = 400, 100, 3
+    x = rng.standard_normal((n_rep, n, d))
+    res = steindiag.ksd(x, score=-x, preconditioner="identity")
+    u = res["ksd2_u"].values
+    v = res["ksd"].values ** 2
+    # Known variance of a degenerate U-statistic under the null (h_1 = 0):
+    # Var(U) = 2 E[k_p(X, X')^2] / (N (N - 1)); E[k_p^2] estimated independently of the
+    # data above, from reference.py on fresh independent pairs.
+    xa, xb = rng.standard_normal((2, 4000, d))
+    k_pairs = np.array([imq_stein_kernel_matrix(a[None], -a[None], b[None], -b[None], np.eye(d))
+                        for a, b in zip(xa, xb)]).ravel()
+    var_u = 2.0 * np.mean(k_pairs**2) / (n * (n - 1))
+    se_u = np.sqrt(var_u / n_rep)
+    assert abs(u.mean()) < 5 * se_u
+    # V = (N-1)/N U + mean_i k_p(x_i, x_i) / N; Var(mean_i (d + |x_i|^2) / N) = 2d / N^3.
+    se_v = np.sqrt((((n - 1) / n) ** 2 * var_u + 2 * d / n**3) / n_rep)
+    assert abs(v.mean() - 2 * d / n) < 5 * se_v
+
+
+def test_running_curve_equals_prefix_recomputation():
+    x, s = _target_draws(np.random.default_rng(9), 3, 25, 2)
+    path = steindiag.ksd_path(x, score=s, preconditioner="identity")
+    # Truth: recompute every prefix from scratch with steindiag.ksd itself (independent of
+    # the cumulative-sum bookkeeping) and with the reference.
+    for n in (2, 7, 25):
+        prefix = steindiag.ksd(x[:, :n], score=s[:, :n], preconditioner="identity")
+        np.testing.assert_allclose(path["ksd"].sel(n=n).values, prefix["ksd"].values, rtol=1e-12)
+        np.testing.assert_allclose(
+            path["ksd_pooled"].sel(n=n).values, prefix["ksd_pooled"].values, rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            path["ksd_iid"].sel(n=n).values, prefix["ksd_iid"].values, rtol=1e-12
+        )
+
+
+def test_path_n_points_subsamples_the_full_curve():
+    x, s = _target_draws(np.random.default_rng(10), 2, 300, 2)
+    full = steindiag.ksd_path(x, score=s)
+    sub = steindiag.ksd_path(x, score=s, n_points=20)
+    n = sub["n"].values
+    assert n[0] == 1 and n[-1] == 300 and np.all(np.diff(n) > 0) and len(n) <= 20
+    np.testing.assert_allclose(sub["ksd"].values, full["ksd"].sel(n=n).values, rtol=1e-14)
+    # The last point of the curve is the value.
+    res = steindiag.ksd(x, score=s)
+    np.testing.assert_allclose(full["ksd"].values[:, -1], res["ksd"].values, rtol=1e-14)
+
+
+def test_per_chain_equals_each_chain_alone():
+    x, s = _target_draws(np.random.default_rng(11), 4, 30, 3)
+    lam = np.array([1.0, 2.0, 0.5])  # a fixed Lambda, so each chain alone uses the same kernel
+    res = steindiag.ksd(x, score=s, preconditioner=lam)
+    for c in range(4):
+        alone = steindiag.ksd(x[c], score=s[c], preconditioner=lam)
+        np.testing.assert_allclose(res["ksd"].values[c], alone["ksd"].values[0], rtol=1e-12)
+        np.testing.assert_allclose(res["ksd2_u"].values[c], alone["ksd2_u"].values[0],
+                                   rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+def test_results_do_not_depend_on_thread_count(method):
+    x, s = _target_draws(np.random.default_rng(12), 2, 400, 30)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = steindiag.ksd_path(x, score=s, method=method)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        many = steindiag.ksd_path(x, score=s, method=method)
+    finally:
+        numba.set_num_threads(before)
+    # Truth: each row sum is owned by one thread, so the numbers are identical.
+    np.testing.assert_array_equal(one["ksd"].values, many["ksd"].values)
+    np.testing.assert_array_equal(one["ksd_pooled"].values, many["ksd_pooled"].values)
+
+
+@pytest.mark.parametrize("tile_rows", [1, 3, 64, 10_000])
+def test_results_do_not_depend_on_tile_size(tile_rows):
+    x, s = _target_draws(np.random.default_rng(13), 3, 50, 6)
+    pre = make_preconditioner("smpcov", x.reshape(-1, 6), None)
+    fused = stein_row_sums(x, s, c=1.0, beta=-0.5, preconditioner=pre, method="fused")
+    tiled = stein_row_sums(x, s, c=1.0, beta=-0.5, preconditioner=pre, method="gemm",
+                           tile_rows=tile_rows)
+    # Truth: the fused per-pair path (itself checked against reference.py above).
+    scale = np.abs(fused.row_all).max()
+    np.testing.assert_allclose(tiled.row_all, fused.row_all, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(tiled.row_same, fused.row_same, rtol=0, atol=1e-12 * scale)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 40), d=st.integers(1, 4))
+def test_v_statistic_is_permutation_invariant(seed, n, d):
+    rng = np.random.default_rng(seed)
+    x, s = _target_draws(rng, 1, n, d)
+    perm = rng.permutation(n)
+    a = steindiag.ksd(x, score=s)
+    b = steindiag.ksd(x[:, perm], score=s[:, perm])
+    # Truth: V and U sum over all pairs, so the order of the draws cannot matter.
+    np.testing.assert_allclose(b["ksd"].values, a["ksd"].values, rtol=1e-10)
+    np.testing.assert_allclose(b["ksd_iid"].values, a["ksd_iid"].values, rtol=1e-10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    log_factor=st.floats(-6, 6),
+    coordinate=st.integers(0, 2),
+)
+def test_default_preconditioner_is_invariant_to_rescaling(seed, log_factor, coordinate):
+    rng = np.random.default_rng(seed)
+    x, s = _target_draws(rng, 2, 30, 3)
+    factor = 10.0**log_factor
+    x2, s2 = x.copy(), s.copy()
+    # y = factor * x has score grad_y log p = s / factor.
+    x2[..., coordinate] *= factor
+    s2[..., coordinate] /= factor
+    a = steindiag.ksd(x, score=s)
+    b = steindiag.ksd(x2, score=s2)
+    # Truth: "standardize" is a change of variables x -> x / scale (MATH.md / issue 2).
+    np.testing.assert_allclose(b["ksd"].values, a["ksd"].values, rtol=1e-10)
+    np.testing.assert_allclose(b["ksd_pooled"].values, a["ksd_pooled"].values, rtol=1e-10)
+
+
+def test_score_callable_batched_and_single():
+    x, _ = _target_draws(np.random.default_rng(14), 2, 20, 3)
+    expected = steindiag.ksd(x, score=-x)
+    batched = steindiag.ksd(x, score=lambda z: -z)
+    single = steindiag.ksd(x, score=lambda z: -z, batched=False)
+    # Truth: the array-score result with the same scores.
+    np.testing.assert_allclose(batched["ksd"].values, expected["ksd"].values, rtol=1e-14)
+    np.testing.assert_allclose(single["ksd"].values, expected["ksd"].values, rtol=1e-14)
+
+
+def test_result_labels_and_attrs():
+    x, s = _target_draws(np.random.default_rng(15), 3, 20, 2)
+    res = steindiag.ksd(x, score=s, c=1.5, beta=-0.3, preconditioner="med")
+    assert set(res.data_vars) == set(SCALARS)
+    assert res["ksd"].dims == ("chain",) and res["ksd_pooled"].dims == ()
+    assert list(res["chain"].values) == [0, 1, 2]
+    for key, value in {"kernel": "IMQ", "c": 1.5, "beta": -0.3, "preconditioner": "med",
+                       "n_chain": 3, "n_draw": 20, "n_parameter": 2}.items():
+        assert res.attrs[key] == value
+    assert res.attrs["parameters"] == ["x[0]", "x[1]"]
+    # Reproducibility: the recorded scalar Lambda reproduces the value as an explicit array.
+    again = steindiag.ksd(x, score=s, c=1.5, beta=-0.3,
+                          preconditioner=res.attrs["preconditioner_lambda"])
+    np.testing.assert_allclose(again["ksd"].values, res["ksd"].values, rtol=1e-12)
+    std = steindiag.ksd(x, score=s)
+    assert len(std.attrs["standardize_scale"]) == 2
+    # Truth: standardize = explicit division by the recorded scales, identity kernel.
+    scale = std.attrs["standardize_scale"]
+    manual = steindiag.ksd(x / scale, score=s * scale, preconditioner="identity")
+    np.testing.assert_allclose(std["ksd"].values, manual["ksd"].values, rtol=1e-12)
