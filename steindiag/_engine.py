@@ -8,8 +8,10 @@ compute the same row sums (see ``steindiag._kernels``):
   Numba pass over the tile. Fastest for larger d. The draws are centred first so
   that |x_i|^2 + |x_j|^2 - 2 x_i.x_j does not lose digits to cancellation.
 
-Both use O(N d) memory: the BLAS path holds one Gram block of
-(n_blocks * ``_GEMM_TILE_ROWS``)^2 doubles per thread; the kernel matrix is never stored.
+Memory: each path holds one copy of draws and scores in its own layout (2 N d
+doubles for the fused path, 2-3 N d for the BLAS path's panels), O(N) row sums, and
+the BLAS path one Gram block of (n_blocks * ``_GEMM_TILE_ROWS``)^2 doubles per
+thread; the N x N kernel matrix is never stored.
 """
 
 from dataclasses import dataclass
@@ -27,6 +29,8 @@ _FUSED_MAX_D = 24
 # Draws (over all chains) on each side of a BLAS tile: a Gram block of (2 * 256)^2 doubles
 # = 2 MB per thread (L2-sized); 256 and 512 measured equal, 1024 twice slower.
 _GEMM_TILE_ROWS = 256
+# Draws per chunk when mapping to kernel coordinates (bounds the temporaries).
+_CHUNK = 4096
 
 
 @dataclass(kw_only=True)
@@ -49,10 +53,28 @@ class SteinSums:
     row_all: np.ndarray
 
 
-def _row_sums_fused(draws, scores, pre, c2, beta):
+def _kernel_chunks(pre, draws, scores, chunk):
+    """Yield (chain, start, stop, draws, scores) in kernel coordinates, ``chunk`` draws at a time.
+
+    Temporaries stay O(chunk * d), so each path can build its own layout with no
+    full-size intermediate copies.
+    """
     n_chain, n_draw, _ = draws.shape
-    draws_t = np.ascontiguousarray(draws.transpose(0, 2, 1))
-    scores_t = np.ascontiguousarray(scores.transpose(0, 2, 1))
+    for c in range(n_chain):
+        for start in range(0, n_draw, chunk):
+            stop = min(start + chunk, n_draw)
+            yield (c, start, stop,
+                   *pre.to_kernel_coordinates(draws[c, start:stop], scores[c, start:stop]))
+
+
+def _row_sums_fused(draws, scores, pre, c2, beta):
+    n_chain, n_draw, d = draws.shape
+    # (chain, d, draw): the innermost loop runs over draws with unit stride.
+    draws_t = np.empty((n_chain, d, n_draw))
+    scores_t = np.empty((n_chain, d, n_draw))
+    for c, start, stop, x_k, s_k in _kernel_chunks(pre, draws, scores, _CHUNK):
+        draws_t[c, :, start:stop] = x_k.T
+        scores_t[c, :, start:stop] = s_k.T
     row_same = np.empty((n_chain, n_draw))
     row_all = np.empty((n_chain, n_draw))
     _kernels.lower_row_sums(
@@ -63,35 +85,32 @@ def _row_sums_fused(draws, scores, pre, c2, beta):
 
 def _row_sums_gemm(draws, scores, pre, c2, beta, tile_rows=None):
     n_chain, n_draw, d = draws.shape
-    draws = draws - draws.reshape(-1, d).mean(axis=0)
-    if pre.isotropic:
-        # Unscaled x; the tile kernel applies A = a0 I.
-        blocks = [draws, scores]
-        scale_q = float(pre.a[0])
-    else:
-        blocks = [draws * np.sqrt(pre.a), draws * pre.a, scores]
-        scale_q = 1.0
+    # Centre (in kernel coordinates; the map is linear) so that
+    # |z_i|^2 + |z_j|^2 - 2 z_i.z_j does not lose digits to cancellation.
+    centre, _ = pre.to_kernel_coordinates(draws.reshape(-1, d).mean(axis=0)[None], np.zeros((1, d)))
     tile = max(1, min(n_draw, (tile_rows or _GEMM_TILE_ROWS) // n_chain))
     n_tiles = -(-n_draw // tile)
-    padded = n_tiles * tile
-    # (n_tiles, n_blocks, chain, tile, d), zero-padded past n_draw.
-    panels = np.zeros((len(blocks), n_chain, padded, d))
-    for p, block in enumerate(blocks):
-        panels[p, :, :n_draw] = block
-    panels = np.ascontiguousarray(
-        panels.reshape(len(blocks), n_chain, n_tiles, tile, d).transpose(2, 0, 1, 3, 4)
-    )
-
-    def row_wise(first, second):
-        out = np.zeros((n_chain, padded))
-        out[:, :n_draw] = np.einsum("ctk,ctk->ct", first, second)
-        return np.ascontiguousarray(out.reshape(n_chain, n_tiles, tile).transpose(1, 0, 2))
-
-    norm_q = row_wise(blocks[0], blocks[0])
-    norm_a2 = norm_q if pre.isotropic else row_wise(blocks[1], blocks[1])
-    ys = row_wise(blocks[-2], blocks[-1])
-    row_same = np.empty((n_chain, padded))
-    row_all = np.empty((n_chain, padded))
+    n_blocks = 2 if pre.isotropic else 3
+    # Panels (n_tiles, n_blocks, chain, tile, d), zero-padded past n_draw: stacked blocks
+    # [X, S] (isotropic; the tile kernel applies A = a0 I) or [Z, Y, S], z = sqrt(a) x, y = a x.
+    panels = np.zeros((n_tiles, n_blocks, n_chain, tile, d))
+    norm_q = np.zeros((n_tiles, n_chain, tile))
+    norm_a2 = norm_q if pre.isotropic else np.zeros((n_tiles, n_chain, tile))
+    ys = np.zeros((n_tiles, n_chain, tile))
+    sqrt_a = np.sqrt(pre.a)
+    for c, start, stop, x_k, s_k in _kernel_chunks(pre, draws, scores, tile):
+        x_k -= centre
+        blocks = [x_k, s_k] if pre.isotropic else [x_k * sqrt_a, x_k * pre.a, s_k]
+        index = start // tile
+        for p, block in enumerate(blocks):
+            panels[index, p, c, : stop - start] = block
+        norm_q[index, c, : stop - start] = np.einsum("tk,tk->t", blocks[0], blocks[0])
+        if not pre.isotropic:
+            norm_a2[index, c, : stop - start] = np.einsum("tk,tk->t", blocks[1], blocks[1])
+        ys[index, c, : stop - start] = np.einsum("tk,tk->t", blocks[-2], blocks[-1])
+    scale_q = float(pre.a[0]) if pre.isotropic else 1.0
+    row_same = np.empty((n_chain, n_tiles * tile))
+    row_all = np.empty((n_chain, n_tiles * tile))
     with threadpool_limits(limits=1, user_api="blas"):
         _kernels.lower_row_sums_gemm(
             panels, norm_q, norm_a2, ys, n_draw, pre.isotropic, scale_q, c2, beta,
@@ -129,12 +148,12 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", **o
     """
     if not isinstance(preconditioner, Preconditioner):
         raise TypeError("preconditioner must be a resolved Preconditioner.")
-    draws_k, scores_k = preconditioner.to_kernel_coordinates(draws, scores)
     c2 = float(c) ** 2
     beta = float(beta)
-    diagonal = _kernels.stein_kernel_diagonal(
-        np.einsum("ctk,ctk->ct", scores_k, scores_k), c2, beta, preconditioner.trace_a
-    )
+    scores_sq = np.empty(draws.shape[:2])
+    for ch, start, stop, _, s_k in _kernel_chunks(preconditioner, draws, scores, _CHUNK):
+        scores_sq[ch, start:stop] = np.einsum("tk,tk->t", s_k, s_k)
+    diagonal = _kernels.stein_kernel_diagonal(scores_sq, c2, beta, preconditioner.trace_a)
     d = draws.shape[2]
     if method == "auto":
         method = "fused" if d <= _FUSED_MAX_D else "gemm"
@@ -144,5 +163,5 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", **o
         raise ValueError(
             f"method must be 'auto' or one of {sorted(METHODS)}; got {method!r}."
         ) from None
-    row_same, row_all = compute(draws_k, scores_k, preconditioner, c2, beta, **options)
+    row_same, row_all = compute(draws, scores, preconditioner, c2, beta, **options)
     return SteinSums(diagonal=diagonal, row_same=row_same, row_all=row_all)
