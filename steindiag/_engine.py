@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 from steindiag import _kernels
 from steindiag._preconditioner import Preconditioner
+from steindiag._progress import make_progress
 
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
 
@@ -31,6 +32,38 @@ _FUSED_MAX_D = 24
 _GEMM_TILE_ROWS = 256
 # Draws per chunk when mapping to kernel coordinates (bounds the temporaries).
 _CHUNK = 4096
+# The pass runs in chunks of rows of about this many seconds (at a conservative
+# 10 GFLOP/s), so that progress updates and Ctrl-C is honoured between chunks.
+_CHUNK_SECONDS = 0.25
+_CONSERVATIVE_FLOPS = 1e10
+# Fewest units in the smallest chunk, so every thread gets balanced work in each chunk:
+# rows (draw indices) for the fused path, row tiles for the BLAS path.
+_MIN_CHUNK_ROWS = 128
+_MIN_CHUNK_TILES = 8
+
+
+def _run_in_chunks(compute_rows, n_units, pairs_before, n_pairs_total, d, progress, min_units):
+    """Call ``compute_rows(lo, hi)`` over row ranges of about equal work.
+
+    ``pairs_before(u)`` is the number of pairs in rows before unit u (work grows like
+    u^2 because row t has t earlier draws). The last (smallest) chunk keeps at least
+    ``min_units`` units so that every thread has balanced work in every chunk. A KeyboardInterrupt (Ctrl-C) arrives
+    between chunks: every Numba thread has finished its chunk by then, none is left
+    running, and the partial result is discarded.
+    """
+    expected = n_pairs_total * (8 * d + 20) / _CONSERVATIVE_FLOPS
+    n_chunks = int(min(max(1, np.ceil(expected / _CHUNK_SECONDS)),
+                       max(1, n_units // (2 * min_units))))
+    bounds = np.unique(np.round(n_units * np.sqrt(np.linspace(0, 1, n_chunks + 1))).astype(int))
+    bar = make_progress(progress, n_pairs_total, expected)
+    try:
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            compute_rows(int(lo), int(hi))
+            if bar is not None:
+                bar.update(pairs_before(hi) - pairs_before(lo))
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 @dataclass(kw_only=True)
@@ -67,7 +100,7 @@ def _kernel_chunks(pre, draws, scores, chunk):
                    *pre.to_kernel_coordinates(draws[c, start:stop], scores[c, start:stop]))
 
 
-def _row_sums_fused(draws, scores, pre, c2, beta):
+def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
     n_chain, n_draw, d = draws.shape
     # (chain, d, draw): the innermost loop runs over draws with unit stride.
     draws_t = np.empty((n_chain, d, n_draw))
@@ -77,13 +110,20 @@ def _row_sums_fused(draws, scores, pre, c2, beta):
         scores_t[c, :, start:stop] = s_k.T
     row_same = np.empty((n_chain, n_draw))
     row_all = np.empty((n_chain, n_draw))
-    _kernels.lower_row_sums(
-        draws_t, scores_t, pre.a, pre.isotropic, c2, beta, pre.trace_a, row_same, row_all
-    )
+
+    def compute_rows(t_begin, t_end):
+        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, c2, beta,
+                                pre.trace_a, row_same, row_all, t_begin, t_end)
+
+    def pairs_before(t):
+        return (n_chain * t) * (n_chain * t - 1) // 2
+
+    _run_in_chunks(compute_rows, n_draw, pairs_before, pairs_before(n_draw), d, progress,
+                   min_units=_MIN_CHUNK_ROWS)
     return row_same, row_all
 
 
-def _row_sums_gemm(draws, scores, pre, c2, beta, tile_rows=None):
+def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
     n_chain, n_draw, d = draws.shape
     # Centre (in kernel coordinates; the map is linear) so that
     # |z_i|^2 + |z_j|^2 - 2 z_i.z_j does not lose digits to cancellation.
@@ -111,18 +151,27 @@ def _row_sums_gemm(draws, scores, pre, c2, beta, tile_rows=None):
     scale_q = float(pre.a[0]) if pre.isotropic else 1.0
     row_same = np.empty((n_chain, n_tiles * tile))
     row_all = np.empty((n_chain, n_tiles * tile))
+
+    def compute_rows(tile_begin, tile_end):
+        _kernels.lower_row_sums_gemm(panels, norm_q, norm_a2, ys, n_draw, pre.isotropic,
+                                     scale_q, c2, beta, pre.trace_a, row_same, row_all,
+                                     tile_begin, tile_end)
+
+    def pairs_before(tile_index):
+        rows = n_chain * min(tile_index * tile, n_draw)
+        return rows * (rows - 1) // 2
+
     with threadpool_limits(limits=1, user_api="blas"):
-        _kernels.lower_row_sums_gemm(
-            panels, norm_q, norm_a2, ys, n_draw, pre.isotropic, scale_q, c2, beta,
-            pre.trace_a, row_same, row_all,
-        )
+        _run_in_chunks(compute_rows, n_tiles, pairs_before, pairs_before(n_tiles), d,
+                       progress, min_units=_MIN_CHUNK_TILES)
     return row_same[:, :n_draw], row_all[:, :n_draw]
 
 
 METHODS = {"fused": _row_sums_fused, "gemm": _row_sums_gemm}
 
 
-def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", **options):
+def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", progress=False,
+                   **options):
     """Stein-kernel row sums of (chain, draw, d) draws and scores.
 
     Parameters
@@ -135,6 +184,8 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", **o
         Already resolved from the pooled draws.
     method : {"auto", "fused", "gemm"}
         ``"auto"`` uses ``"fused"`` for d <= 24, ``"gemm"`` above.
+    progress : bool or None, default False
+        Show a progress bar (None: only when interactive and the pass is long).
     **options
         ``tile_rows`` for ``"gemm"`` (draws per tile side, over all chains).
 
@@ -163,5 +214,6 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", **o
         raise ValueError(
             f"method must be 'auto' or one of {sorted(METHODS)}; got {method!r}."
         ) from None
-    row_same, row_all = compute(draws, scores, preconditioner, c2, beta, **options)
+    row_same, row_all = compute(draws, scores, preconditioner, c2, beta, progress=progress,
+                                **options)
     return SteinSums(diagonal=diagonal, row_same=row_same, row_all=row_all)

@@ -116,7 +116,9 @@ def _accumulate_block(
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same, row_all):
+def lower_row_sums(
+    draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same, row_all, t_begin, t_end
+):
     """Row sums of k_p over earlier draws, for every draw (fused per-pair loop).
 
     Parameters
@@ -125,7 +127,10 @@ def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
     a : float64 (d,) diagonal of A in these coordinates (only a[0] used if isotropic)
     isotropic : bool, A = a[0] I
     c2, beta, trace_a : kernel constants (c^2, beta, tr A)
-    row_same, row_all : float64 (chain, draw) outputs, overwritten.
+    row_same, row_all : float64 (chain, draw) outputs; entries t_begin..t_end-1 are written.
+    t_begin, t_end : int
+        Rows (draw indices) to compute, so that a caller can run the pass in chunks
+        (progress, interruption).
 
     Uses O(chain * draw) memory besides its inputs; the kernel matrix is not stored.
     Work is split over draw indices t in a balanced way (block b paired with
@@ -133,9 +138,8 @@ def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
     """
     n_chain = draws_t.shape[0]
     d = draws_t.shape[1]
-    n_draw = draws_t.shape[2]
     rows_per_task = 8
-    n_blocks = (n_draw + rows_per_task - 1) // rows_per_task
+    n_blocks = (t_end - t_begin + rows_per_task - 1) // rows_per_task
     n_tasks = (n_blocks + 1) // 2
     for task in nb.prange(n_tasks):
         qdist = np.empty(_BLOCK)
@@ -148,8 +152,8 @@ def lower_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
             block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
             if half == 1 and block == task:
                 break
-            t_start = block * rows_per_task
-            t_stop = min(t_start + rows_per_task, n_draw)
+            t_start = t_begin + block * rows_per_task
+            t_stop = min(t_start + rows_per_task, t_end)
             for t in range(t_start, t_stop):
                 for c in range(n_chain):
                     for k in range(d):
@@ -230,7 +234,7 @@ def _tile_row_sums(
 @nb.njit(cache=True, parallel=True)
 def lower_row_sums_gemm(
     panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, c2, beta, trace_a,
-    row_same, row_all,
+    row_same, row_all, tile_begin, tile_end,
 ):
     """Row sums of k_p over earlier draws, with dot products from BLAS (tiled).
 
@@ -242,24 +246,27 @@ def lower_row_sums_gemm(
     norm_q, norm_a2, ys : float64 (n_tiles, chain, tile)
         Row-wise |z|^2, |y|^2 and y.s.
     isotropic, scale_q : A = scale_q * I if isotropic (scale_q = 1 otherwise).
-    row_same, row_all : float64 (chain, n_tiles * tile) outputs, overwritten.
+    row_same, row_all : float64 (chain, n_tiles * tile) outputs; the rows of row tiles
+        tile_begin..tile_end-1 are overwritten (a caller may run the pass in chunks).
 
-    Each parallel task owns the rows of two row tiles (I and n_tiles - 1 - I, for
-    balance) and computes their Gram blocks against every earlier column tile with
+    Each parallel task owns the rows of two row tiles (the k-th and the k-th from
+    last of the range, for balance) and computes their Gram blocks against every earlier column tile with
     one matrix product each. Call with BLAS limited to one thread (the caller does):
     nested thread pools are several times slower. Memory: one Gram block of
     (n_blocks * chain * tile)^2 doubles per thread.
     """
     n_tiles, n_blocks, n_chain, tile, d = panels.shape
     rows = n_blocks * n_chain * tile
-    n_tasks = (n_tiles + 1) // 2
-    row_same[:, :] = 0.0
-    row_all[:, :] = 0.0
+    n_range = tile_end - tile_begin
+    n_tasks = (n_range + 1) // 2
+    row_same[:, tile_begin * tile : tile_end * tile] = 0.0
+    row_all[:, tile_begin * tile : tile_end * tile] = 0.0
     for task in nb.prange(n_tasks):
         for half in range(2):
-            tile_i = np.int64(task) if half == 0 else np.int64(n_tiles - 1 - task)
-            if half == 1 and tile_i == task:
+            offset = np.int64(task) if half == 0 else np.int64(n_range - 1 - task)
+            if half == 1 and offset == task:
                 break
+            tile_i = tile_begin + offset
             panel_i = panels[tile_i].reshape(rows, d)
             valid_i = min(tile, n_draw - tile_i * tile)
             out_same = row_same[:, tile_i * tile : (tile_i + 1) * tile]
