@@ -143,7 +143,7 @@ def main():
             ax.set_ylabel("")
     OUTPUT.mkdir(exist_ok=True)
     fig.savefig(OUTPUT / "biased_sampler.png", dpi=110)
-    print(f"\nfigure: {OUTPUT / 'biased_sampler.png'}")
+    print("\nfigure: examples/output/biased_sampler.png")
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def main():
     figure = plot_ksd_chains(result)      # PlotCollection on ArviZ 1.x, Figure otherwise
     OUTPUT.mkdir(exist_ok=True)
     figure.savefig(OUTPUT / "external_score.png", dpi=110)
-    print(f"\nfigure: {OUTPUT / 'external_score.png'}")
+    print("\nfigure: examples/output/external_score.png")
 
 
 if __name__ == "__main__":

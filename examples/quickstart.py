@@ -72,7 +72,7 @@ def main():
     figure = plot_ksd(path)      # PlotCollection with ArviZ 1.x, matplotlib Figure with 0.x
     OUTPUT.mkdir(exist_ok=True)
     figure.savefig(OUTPUT / "quickstart.png", dpi=110)
-    print(f"\nfigure: {OUTPUT / 'quickstart.png'}")
+    print("\nfigure: examples/output/quickstart.png")
 
 
 if __name__ == "__main__":

@@ -57,11 +57,14 @@ def _select(result, coords, name):
     if coords is None:
         return result
     if not isinstance(coords, dict):
-        raise TypeError(f"coords must be a dict such as {{'chain': [0, 1]}}; got {type(coords).__name__}.")
+        raise TypeError(
+            f"coords must be a dict such as {{'chain': [0, 1]}}; got {type(coords).__name__}."
+        )
     unknown = set(coords) - set(result.dims)
     if unknown:
         raise ValueError(
-            f"coords keys must be dimensions of {name} ({sorted(result.dims)}); got {sorted(unknown)}."
+            f"coords keys must be dimensions of {name} ({sorted(result.dims)}); "
+            f"got {sorted(unknown)}."
         )
     selected = result.sel(coords)
     if "chain" in selected["ksd"].dims and selected.sizes["chain"] == 0:
@@ -199,7 +202,8 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
     Notes
     -----
     ``ksd`` at n is sqrt(S_n) / n with S_n the sum of k_p over all pairs of the first n
-    draws (MATH.md section 3). The i.i.d. floor sqrt(mean_i k_p(x_i, x_i) / n) is what
+    draws (see the Background page of the docs). The i.i.d. floor
+    sqrt(mean_i k_p(x_i, x_i) / n) is what
     exact independent draws of the target reach on average; it falls like n^(-1/2).
     Reading the plot: a chain whose curve runs parallel to the floor (and to the guide)
     and stays a roughly constant factor above it is mixing (the factor grows with
@@ -227,7 +231,9 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
     show = _check_target(ax, backend, show)
     path = _select(path, coords, "path")
     if path.sizes["n"] < 2:
-        raise ValueError(f"path must hold at least 2 values of n to draw a curve; got {path.sizes['n']}.")
+        raise ValueError(
+            f"path must hold at least 2 values of n to draw a curve; got {path.sizes['n']}."
+        )
     if _use_arviz_plots(ax, backend):
         return _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs)
     if pc_kwargs:
@@ -378,7 +384,8 @@ def _reference_legend(pc, visuals):
 
     entries = [
         ("ksd_pooled", "pooled (all chains)", {"color": "B1", "width": 2.4}),
-        ("ksd_iid_pooled", "i.i.d. floor, pooled", {"color": "B1", "linestyle": "C2", "width": 1.4}),
+        ("ksd_iid_pooled", "i.i.d. floor, pooled",
+         {"color": "B1", "linestyle": "C2", "width": 1.4}),
         ("ksd_iid", "i.i.d. floor, each chain", {"color": "B2", "linestyle": "C1", "width": 0.9}),
         ("guide", _GUIDE_LABEL, {"color": "B2", "linestyle": "C3", "width": 1.0}),
     ]
@@ -611,7 +618,9 @@ def _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc
                text=_ratio_text, x=float(np.maximum(ksd_pooled, floor_pooled)) * 1.12,
                y=pooled_position, ignore_aes=no_aes, **kw)
 
-    all_values = np.concatenate([ksd.values, floor.values, [ksd_pooled.item(), floor_pooled.item()]])
+    all_values = np.concatenate(
+        [ksd.values, floor.values, [ksd_pooled.item(), floor_pooled.item()]]
+    )
     anchor = ksd_pooled.rename("axes")
     pc.map(set_xscale, "xscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
     pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
@@ -643,7 +652,7 @@ def _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, c, beta):
     """The four terms of k_p(x, y) for d = 1 and A = 1 / lengthscale^2.
 
     With u = x - y, a = 1 / lengthscale^2, q = c^2 + a u^2 and k = q^beta
-    (MATH.md section 2, d = 1):
+    (the IMQ Stein kernel of the Background page with d = 1):
 
         d/dx k = 2 a beta u q^(beta-1),   d/dy k = -2 a beta u q^(beta-1),
         d2/(dx dy) k = -2 a beta q^(beta-1) - 4 a^2 beta (beta-1) u^2 q^(beta-2).
@@ -722,7 +731,7 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
                    \\underbrace{- 2a\\beta u q^{\\beta-1} s(x)}_{\\partial_{y'} k\\, s(x)}
                    + \\underbrace{q^\\beta s(x) s(y')}_{k\\, s(x) s(y')}.
 
-    Far from y' only the terms with s(x) survive, decaying like |u|^(2 beta) |s(x)|; near
+    Far from y' only the terms with s(x) survive, decaying like ``|u|^(2 beta) |s(x)|``; near
     y' the curvature term is positive. k_p(y', y') = -2 beta c^(2 beta - 2) a +
     c^(2 beta) s(y')^2 is the diagonal that sets the i.i.d. floor.
 
@@ -738,7 +747,10 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
     >>> plt.close(fig)
     """
     if not callable(score):
-        raise TypeError(f"score must be a callable (grad log p of a 1-D target); got {type(score).__name__}.")
+        raise TypeError(
+            "score must be a callable (grad log p of a 1-D target); "
+            f"got {type(score).__name__}."
+        )
     c, beta = check_kernel_args(c, beta)
     for name, value in (("y", y), ("lengthscale", lengthscale)):
         if isinstance(value, bool) or not np.isscalar(value) or not np.isreal(value):
@@ -781,7 +793,7 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
     ax.set_ylabel("term value")
     ax.set_title(
         f"Langevin Stein kernel, IMQ base (c = {c:g}, \u03b2 = {beta:g}, lengthscale = "
-        f"{lengthscale:g}), y' = {y:g}, s(y') = {score_y:.3g}",
+        f"{lengthscale:g}), y' = {y:g}, s(y') = {score_y + 0.0:.3g}",
         fontsize="medium",
     )
     ax.legend(fontsize="small", frameon=False)

@@ -91,7 +91,8 @@ def test_plot_ksd_matplotlib_draws_every_curve(path):
     assert ax.get_ylabel().startswith("KSD")
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == [f"chain {c}" for c in range(N_CHAIN)] + [
-        "pooled (all chains)", "i.i.d. floor, pooled", "i.i.d. floor, each chain", "slope \u22121/2"]
+        "pooled (all chains)", "i.i.d. floor, pooled", "i.i.d. floor, each chain",
+        "slope \u22121/2"]
 
 
 def test_plot_ksd_guide_has_slope_minus_half_through_pooled_curve(path):
@@ -194,7 +195,8 @@ def test_plot_ksd_plot_collection(path, tmp_path):
     assert [t.get_text() for t in chain_legend.get_texts()] == [str(c) for c in range(N_CHAIN)]
     reference = pc.viz["legend"]["reference"].item()
     assert [t.get_text() for t in reference.get_texts()] == [
-        "pooled (all chains)", "i.i.d. floor, pooled", "i.i.d. floor, each chain", "slope \u22121/2"]
+        "pooled (all chains)", "i.i.d. floor, pooled", "i.i.d. floor, each chain",
+        "slope \u22121/2"]
     assert ax.get_xlabel() == "draws per chain, n"
     pc.savefig(tmp_path / "plot_ksd_collection.png")
     assert (tmp_path / "plot_ksd_collection.png").stat().st_size > 10_000
@@ -227,7 +229,8 @@ def test_plot_ksd_chains_matplotlib(result, tmp_path):
     assert ax.get_xscale() == "log"
     ratios = {t.get_gid(): t.get_text() for t in ax.texts}
     expected = result["ksd"].values[2] / result["ksd_iid"].values[2]
-    assert ratios["ratio[2]"] == f"\u00d7{expected:.1f}" if expected < 10 else f"\u00d7{expected:.0f}"
+    expected_text = f"\u00d7{expected:.1f}" if expected < 10 else f"\u00d7{expected:.0f}"
+    assert ratios["ratio[2]"] == expected_text
     # The shrunk and shifted chain 2 is the one far to the right of its floor.
     chain_ratio = result["ksd"].values / result["ksd_iid"].values
     assert np.argmax(chain_ratio) == 2
