@@ -262,6 +262,7 @@ def test_plot_ksd_chains_plot_collection(result, tmp_path):
     assert [t.get_text() for t in ax.get_yticklabels()] == [
         f"chain {c}" for c in range(N_CHAIN)] + ["pooled"]
     pc.savefig(tmp_path / "plot_ksd_chains_collection.png")
+    assert plot_ksd_chains(result, backend="none").backend == "none"
 
 
 def test_plot_ksd_chains_bad_input(result):
