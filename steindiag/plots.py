@@ -66,6 +66,9 @@ def _select(result, coords, name):
             f"coords keys must be dimensions of {name} ({sorted(result.dims)}); "
             f"got {sorted(unknown)}."
         )
+    # A scalar would drop the dimension; keep it, so one chain is still a chain.
+    coords = {key: value if isinstance(value, slice) or np.ndim(value) else [value]
+              for key, value in coords.items()}
     selected = result.sel(coords)
     if "chain" in selected["ksd"].dims and selected.sizes["chain"] == 0:
         raise ValueError(f"coords selects no chain of {name}.")

@@ -120,6 +120,10 @@ def test_plot_ksd_visuals_and_coords(path):
     fig, ax = plt.subplots()
     plot_ksd(path, ax=ax, visuals={"legend": False})
     assert ax.get_legend() is None
+    fig, ax = plt.subplots()
+    plot_ksd(path, ax=ax, coords={"chain": 1, "n": slice(10, None)})
+    line = _lines_by_gid(ax)["ksd[1]"]
+    assert line.get_xdata()[0] >= 10 and len(_lines_by_gid(ax)) == 5
 
 
 def test_plot_ksd_without_arviz_plots_returns_matplotlib_figure(path, no_arviz_plots, tmp_path):
