@@ -25,5 +25,9 @@ bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/bench_engine.py
 
+docs: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[docs]"
+	PYTHON=$(PY) docs/build.sh
+
 clean:
 	rm -rf $(VENV) build *.egg-info

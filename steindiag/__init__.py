@@ -3,10 +3,18 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from steindiag._ksd import ksd, ksd_path
+from steindiag.plots import plot_ksd, plot_ksd_chains, plot_stein_kernel
 
 try:
     __version__ = version("steindiag")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
     __version__ = "unknown"
 
-__all__ = ["ksd", "ksd_path", "__version__"]
+__all__ = [
+    "ksd",
+    "ksd_path",
+    "plot_ksd",
+    "plot_ksd_chains",
+    "plot_stein_kernel",
+    "__version__",
+]

@@ -1,4 +1,4 @@
-"""Numba kernels for the IMQ Langevin Stein kernel (MATH.md section 2).
+"""Numba kernels for the IMQ Langevin Stein kernel (see the Background page of the docs).
 
 Nothing here imports xarray, PyMC or matplotlib, and nothing validates input:
 callers pass float64, C-contiguous arrays that are already in the kernel's

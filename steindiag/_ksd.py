@@ -284,7 +284,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
     -----
     With row sums r_i = sum over earlier draws j of k_p(x_i, x_j), the running
     numerator is S_n = S_(n-1) + 2 r_n + k_p(x_n, x_n) and KSD_V(n) = sqrt(S_n) / n
-    (MATH.md section 3), so the whole curve costs the same O(N^2 d) as one value.
+    (see the Background page of the docs), so the whole curve costs the same O(N^2 d) as one value.
     The preconditioner is fixed from all pooled draws and used for every prefix.
 
     Examples

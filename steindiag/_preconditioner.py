@@ -1,7 +1,7 @@
 """Preconditioners: the kernel's length scales, fixed once from the pooled draws.
 
 Every choice ends as a :class:`Preconditioner` that maps draws and scores to
-*kernel coordinates* where ``A = Lambda^{-1}`` is diagonal (MATH.md section 2):
+*kernel coordinates* where ``A = Lambda^{-1}`` is diagonal (see the Background page of the docs):
 
 - ``"identity"``: A = I.
 - ``"standardize"`` (default): change of variables z = x / scale, s_z = s * scale with a
