@@ -1,0 +1,705 @@
+"""Input layer: traces (InferenceData, DataTree, Dataset) + a score source -> ``SteinInput``.
+
+Data flow::
+
+    data (DataTree | InferenceData | Dataset), group, coords, sample_dims
+      -> posterior Dataset with (chain, draw) leading
+    + score source: PyMC model | callable | arrays | nutpie's stored gradients
+      -> draws and scores as float64 (chain, draw, d) arrays in the unconstrained space
+
+PyMC, PyTensor and ArviZ are imported only when a PyMC model is passed (in
+:mod:`steindiag._pymc`); this module depends on NumPy and xarray only.
+"""
+
+import numbers
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from steindiag._types import SteinInput
+
+__all__ = ["prepare_trace"]
+
+# group -> (group of stored unconstrained values, group of sampler statistics)
+_COMPANION_GROUPS = {
+    "posterior": ("unconstrained_posterior", "sample_stats"),
+    "warmup_posterior": ("warmup_unconstrained_posterior", "warmup_sample_stats"),
+}
+# nutpie (store_unconstrained=True / store_gradient=True) writes these to sample_stats.
+_NUTPIE_DRAW, _NUTPIE_GRADIENT = "unconstrained_draw", "gradient"
+
+
+# --------------------------------------------------------------------------------------
+# containers
+# --------------------------------------------------------------------------------------
+
+
+def _container_kind(data):
+    if isinstance(data, xr.Dataset):
+        return "dataset"
+    if isinstance(data, xr.DataTree):
+        return "datatree"
+    if type(data).__name__ == "InferenceData" and hasattr(data, "groups"):
+        return "inferencedata"
+    return None
+
+
+def _group_names(data):
+    kind = _container_kind(data)
+    if kind == "datatree":
+        return list(data.children)
+    if kind == "inferencedata":
+        return list(data.groups())
+    return []
+
+
+def _get_group(data, name):
+    """The group ``name`` of ``data`` as an ``xarray.Dataset``, or None if absent."""
+    kind = _container_kind(data)
+    if kind == "datatree":
+        return data[name].to_dataset() if name in data.children else None
+    if kind == "inferencedata":
+        return getattr(data, name) if name in data.groups() else None
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# validation, up front
+# --------------------------------------------------------------------------------------
+
+
+def _is_pymc_model(model):
+    module = type(model).__module__ or ""
+    if not module.startswith("pymc"):
+        return False
+    import pymc as pm
+
+    return isinstance(model, pm.Model)
+
+
+def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sample_dims,
+                      chunk_size, compile_mode):
+    if _container_kind(data) is None:
+        raise TypeError(
+            "data must be an arviz.InferenceData, an xarray.DataTree (ArviZ >= 1) or an "
+            f"xarray.Dataset of the posterior; got {type(data).__name__}."
+        )
+    if model is not None and not _is_pymc_model(model):
+        raise TypeError(f"model must be a pymc.Model or None; got {type(model).__name__}.")
+    if score is not None and not (
+        callable(score) or isinstance(score, (xr.DataArray, xr.Dataset, np.ndarray, list, tuple))
+    ):
+        raise TypeError(
+            "score must be a callable on the flat unconstrained vector, an array or "
+            "xarray.DataArray of shape (chain, draw, d), or an xarray.Dataset of scores; "
+            f"got {type(score).__name__}."
+        )
+    if not isinstance(batched, (bool, np.bool_)):
+        raise TypeError(f"batched must be True or False; got {batched!r}.")
+    if not isinstance(group, str):
+        raise TypeError(f"group must be a string naming a group; got {type(group).__name__}.")
+    if isinstance(var_names, str):
+        var_names = [var_names]
+    if var_names is not None:
+        if not (isinstance(var_names, Sequence) and all(isinstance(v, str) for v in var_names)):
+            raise TypeError(f"var_names must be a string or a list of strings; got {var_names!r}.")
+        if len(var_names) == 0:
+            raise ValueError("var_names must name at least one variable; got an empty list.")
+        var_names = list(var_names)
+        if model is not None:
+            raise ValueError(
+                "var_names cannot be combined with model: the score of a PyMC model involves "
+                f"all its free variables; got var_names={var_names}."
+            )
+    if coords is not None and not isinstance(coords, Mapping):
+        raise TypeError(f"coords must be a dict {{dim: values}}; got {type(coords).__name__}.")
+    if isinstance(sample_dims, str):
+        sample_dims = (sample_dims,)
+    if not (
+        isinstance(sample_dims, Sequence)
+        and 1 <= len(sample_dims) <= 2
+        and all(isinstance(dim, str) for dim in sample_dims)
+        and len(set(sample_dims)) == len(sample_dims)
+    ):
+        raise ValueError(
+            "sample_dims must be (chain_dim, draw_dim) or (draw_dim,), distinct strings; "
+            f"got {sample_dims!r}."
+        )
+    if chunk_size is not None and (
+        isinstance(chunk_size, (bool, np.bool_))
+        or not isinstance(chunk_size, numbers.Integral)
+        or chunk_size < 1
+    ):
+        raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}.")
+    if compile_mode is not None and not isinstance(compile_mode, str):
+        raise TypeError(f"compile_mode must be a string or None; got {compile_mode!r}.")
+    return var_names, dict(coords) if coords else None, tuple(sample_dims)
+
+
+# --------------------------------------------------------------------------------------
+# labelled draws
+# --------------------------------------------------------------------------------------
+
+
+def _select(dataset, coords, what):
+    if not coords:
+        return dataset
+    selection = {dim: values for dim, values in coords.items() if dim in dataset.dims}
+    try:
+        return dataset.sel(selection)
+    except (KeyError, ValueError, IndexError) as err:
+        raise ValueError(f"coords={coords!r} could not be selected from {what}: {err}") from err
+
+
+def _with_sample_dims(dataset, sample_dims, what):
+    """Dataset with (chain_dim, draw_dim); a missing chain dim (one sample dim) is added."""
+    missing = [dim for dim in sample_dims if dim not in dataset.dims]
+    if missing:
+        raise ValueError(
+            f"{what} has no dimension(s) {missing} (sample_dims={list(sample_dims)}); its "
+            f"dimensions are {list(dataset.dims)}. Pass sample_dims= naming the chain and "
+            "draw dimensions."
+        )
+    if len(sample_dims) == 1:
+        dataset = dataset.expand_dims(chain=[0])
+        return dataset, ("chain", sample_dims[0])
+    return dataset, tuple(sample_dims)
+
+
+def _coordinate(dataset, dim):
+    if dim in dataset.coords:
+        return np.asarray(dataset[dim].values)
+    return np.arange(dataset.sizes[dim])
+
+
+def _index_labels(name, shape):
+    if len(shape) == 0:
+        return [name]
+    return [f"{name}[{', '.join(str(i) for i in index)}]" for index in np.ndindex(*shape)]
+
+
+def _as_float_block(data_array, sample_dims, name, what):
+    """(chain, draw, k) float64 block of one variable, its per-draw shape."""
+    missing = [dim for dim in sample_dims if dim not in data_array.dims]
+    if missing:
+        raise ValueError(
+            f"variable {name!r} of {what} has no dimension(s) {missing}; its dims are "
+            f"{list(data_array.dims)}."
+        )
+    data_array = data_array.transpose(*sample_dims, ...)
+    values = np.asarray(data_array.values)
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise TypeError(f"variable {name!r} of {what} must be numeric; got dtype {values.dtype}.")
+    n_chain, n_draw = values.shape[:2]
+    return values.astype(np.float64).reshape(n_chain, n_draw, -1), values.shape[2:]
+
+
+def _flatten_dataset(dataset, names, sample_dims, what):
+    """Concatenate ``names`` of ``dataset`` into (chain, draw, d) with labels."""
+    missing = [name for name in names if name not in dataset.data_vars]
+    if missing:
+        raise ValueError(
+            f"{what} has no variable(s) {missing}; it has {list(dataset.data_vars)}."
+        )
+    blocks, labels = [], []
+    for name in names:
+        block, shape = _as_float_block(dataset[name], sample_dims, name, what)
+        blocks.append(block)
+        labels.extend(_index_labels(name, shape))
+    return np.concatenate(blocks, axis=2), labels
+
+
+def _aligned(dataset, reference_chain, reference_draw, sample_dims, what):
+    """``dataset`` restricted to the reference chain/draw coordinates (error if absent)."""
+    chain_dim, draw_dim = sample_dims
+    for dim, wanted in ((chain_dim, reference_chain), (draw_dim, reference_draw)):
+        if dim not in dataset.dims:
+            raise ValueError(f"{what} has no {dim!r} dimension; its dims are {list(dataset.dims)}.")
+        if dim in dataset.coords:
+            have = dataset[dim].values
+            if len(have) == len(wanted) and np.array_equal(have, wanted):
+                continue
+            try:
+                dataset = dataset.sel({dim: wanted})
+            except KeyError as err:
+                raise ValueError(
+                    f"{what} does not cover the {dim} coordinates of the draws: {err}"
+                ) from err
+        elif dataset.sizes[dim] != len(wanted):
+            raise ValueError(
+                f"{what} has {dataset.sizes[dim]} entries along {dim!r}; the draws have "
+                f"{len(wanted)}."
+            )
+    return dataset
+
+
+# --------------------------------------------------------------------------------------
+# error messages for non-finite values
+# --------------------------------------------------------------------------------------
+
+
+def _where_not_finite(array, chain, draw, labels, what, hint):
+    bad = ~np.isfinite(array)
+    if not bad.any():
+        return
+    bad_draw = bad.any(axis=2)
+    chain_idx, draw_idx = np.nonzero(bad_draw)
+    where = ", ".join(
+        f"(chain={chain[c].item()!r}, draw={draw[t].item()!r})"
+        for c, t in zip(chain_idx[:5], draw_idx[:5])
+    )
+    more = f" and {len(chain_idx) - 5} more" if len(chain_idx) > 5 else ""
+    per_parameter = bad.sum(axis=(0, 1))
+    columns = [
+        f"{labels[k]}: {int(per_parameter[k])}" for k in np.flatnonzero(per_parameter)[:10]
+    ]
+    raise ValueError(
+        f"{what} are not finite at {len(chain_idx)} of {bad_draw.size} draws: {where}{more}. "
+        f"Non-finite entries per parameter: {', '.join(columns)}. {hint}"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# score sources
+# --------------------------------------------------------------------------------------
+
+
+def _user_scores(score, draws, labels, names, chain, draw, sample_dims, *, batched, chunk_size):
+    """Scores from a callable, an array, a DataArray or a Dataset (aligned on chain/draw)."""
+    n_chain, n_draw, d = draws.shape
+    if callable(score):
+        from steindiag._validate import evaluate_score_callable
+
+        kwargs = {} if chunk_size is None else {"chunk_size": int(chunk_size)}
+        return evaluate_score_callable(score, draws, batched=batched, **kwargs), "callable"
+    if isinstance(score, (xr.Dataset, xr.DataArray)):
+        is_dataset = isinstance(score, xr.Dataset)
+        dataset = score if is_dataset else score.to_dataset(name="__score__")
+        dataset, pair = _with_sample_dims(dataset, sample_dims, "score")
+        dataset = _aligned(dataset, chain, draw, pair, "score")
+        if is_dataset:
+            scores, _ = _flatten_dataset(dataset, names, pair, "score")
+        else:
+            scores = _data_array_scores(dataset["__score__"], pair, labels)
+        if scores.shape != draws.shape:
+            raise ValueError(
+                f"score has shape {scores.shape} (chain, draw, d) after alignment; the draws "
+                f"have shape {draws.shape} with parameters {labels[:6]}"
+                f"{'...' if len(labels) > 6 else ''}."
+            )
+        return scores, "arrays"
+    values = np.asarray(score)
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise TypeError(f"score must hold real numbers; got dtype {values.dtype}.")
+    if values.shape != draws.shape:
+        raise ValueError(
+            f"score array must have the shape of the draws, (chain, draw, d) = {draws.shape}; "
+            f"got {values.shape}."
+        )
+    return values.astype(np.float64), "arrays"
+
+
+def _data_array_scores(score, pair, labels):
+    """(chain, draw, d) values of a score DataArray with dims (chain, draw[, parameter])."""
+    other = [dim for dim in score.dims if dim not in pair]
+    if len(other) > 1:
+        raise ValueError(
+            f"score DataArray must have dims ({pair[0]}, {pair[1]}, parameter); got "
+            f"{list(score.dims)}."
+        )
+    if not other:
+        return np.asarray(score.transpose(*pair).values, dtype=np.float64)[:, :, None]
+    [parameter_dim] = other
+    if parameter_dim in score.coords:
+        have = [str(v) for v in score[parameter_dim].values]
+        if sorted(have) == sorted(labels) and have != list(labels):
+            # The parameter labels say which column is which: follow them.
+            score = score.isel({parameter_dim: [have.index(label) for label in labels]})
+    return np.asarray(score.transpose(*pair, parameter_dim).values, dtype=np.float64)
+
+
+def _nutpie_stats(data, stats_group, coords, sample_dims, chain, draw):
+    """nutpie's stored unconstrained draws / gradients (DataArrays), when present."""
+    if stats_group is None:
+        return None, None
+    stats = _get_group(data, stats_group)
+    if stats is None or _NUTPIE_GRADIENT not in stats.data_vars:
+        return None, None
+    stats = _select(stats, coords, f"group {stats_group!r}")
+    stats, pair = _with_sample_dims(stats, sample_dims, f"group {stats_group!r}")
+    stats = _aligned(stats, chain, draw, pair, f"group {stats_group!r}")
+    out = []
+    for name in (_NUTPIE_DRAW, _NUTPIE_GRADIENT):
+        if name in stats.data_vars and stats[name].ndim == 3:
+            out.append(stats[name].transpose(*pair, ...))
+        else:
+            out.append(None)
+    return out[0], out[1]
+
+
+def _nutpie_labels(layout):
+    """nutpie's labels of the unconstrained vector: ``name`` or ``name_i.j``."""
+    labels = []
+    for var in layout:
+        if len(var.value_shape) == 0:
+            labels.append(var.value_name)
+        else:
+            labels.extend(
+                f"{var.value_name}_{'.'.join(str(i) for i in index)}"
+                for index in np.ndindex(*var.value_shape)
+            )
+    return labels
+
+
+def _reorder_nutpie(array, expected_labels):
+    """(chain, draw, d) values of a nutpie stat in ``expected_labels`` order, or None."""
+    parameter_dim = array.dims[2]
+    if parameter_dim not in array.coords:
+        return None
+    have = [str(v) for v in array[parameter_dim].values]
+    if sorted(have) != sorted(expected_labels):
+        return None
+    position = {label: k for k, label in enumerate(have)}
+    return np.asarray(array.values, dtype=np.float64)[:, :, [position[x] for x in expected_labels]]
+
+
+# --------------------------------------------------------------------------------------
+# PyMC models
+# --------------------------------------------------------------------------------------
+
+
+def _model_coordinate_check(model, var, data_array, sample_pair):
+    """Put a constrained variable's dims in model order; check coordinate labels."""
+    extra = [dim for dim in data_array.dims if dim not in sample_pair]
+    if var.dims is None or sorted(extra) != sorted(var.dims):
+        return data_array
+    data_array = data_array.transpose(*sample_pair, *var.dims)
+    for dim in var.dims:
+        model_values = model.coords.get(dim)
+        if model_values is None or dim not in data_array.coords:
+            continue
+        model_labels = [str(v) for v in model_values]
+        trace_labels = [str(v) for v in data_array[dim].values]
+        if model_labels == trace_labels:
+            continue
+        if sorted(model_labels) == sorted(trace_labels):
+            # Same labels in another order: follow the model's order.
+            data_array = data_array.isel({dim: [trace_labels.index(x) for x in model_labels]})
+            continue
+        raise ValueError(
+            f"the trace's coordinate {dim!r} of {var.name!r} does not match the model's: "
+            f"model {model_labels[:6]}{'...' if len(model_labels) > 6 else ''}, trace "
+            f"{trace_labels[:6]}{'...' if len(trace_labels) > 6 else ''}. The model does not "
+            "match the trace."
+        )
+    return data_array
+
+
+def _stored_value(model, var, posterior, unconstrained, nutpie_draw, nutpie_labels, pair):
+    """(kind, (chain, draw, *shape) array, source description) for one free variable."""
+    candidates = []
+    if var.transform_op is None:
+        candidates.append((posterior, var.name, "unconstrained", f"posterior[{var.name!r}]"))
+    else:
+        candidates.append(
+            (posterior, var.value_name, "unconstrained", f"posterior[{var.value_name!r}]")
+        )
+    if unconstrained is not None:
+        for name in dict.fromkeys((var.value_name, var.name)):
+            candidates.append(
+                (unconstrained, name, "unconstrained", f"unconstrained_posterior[{name!r}]")
+            )
+    for dataset, name, kind, source in candidates:
+        if dataset is not None and name in dataset.data_vars:
+            return _checked_block(model, var, dataset[name], kind, source, pair)
+    if nutpie_draw is not None:
+        values = _reorder_nutpie(nutpie_draw, nutpie_labels)
+        if values is not None:
+            start = nutpie_labels.index(_nutpie_labels([var])[0])
+            block = values[:, :, start : start + var.size]
+            return "unconstrained", block.reshape(*block.shape[:2], *var.value_shape), (
+                "sample_stats['unconstrained_draw'] (nutpie)"
+            )
+    if var.transform_op is not None and var.name in posterior.data_vars:
+        return _checked_block(
+            model, var, posterior[var.name], "constrained",
+            f"posterior[{var.name!r}] mapped by the {var.transform} transform", pair,
+        )
+    return None
+
+
+def _checked_block(model, var, data_array, kind, source, pair):
+    what = source.split(" ")[0]
+    if kind == "constrained" or var.transform_op is None:
+        data_array = _model_coordinate_check(model, var, data_array, pair)
+    missing = [dim for dim in pair if dim not in data_array.dims]
+    if missing:
+        raise ValueError(f"{what} has no dimension(s) {missing}; its dims are {list(data_array.dims)}.")
+    data_array = data_array.transpose(*pair, ...)
+    expected = var.value_shape if kind == "unconstrained" else var.shape
+    got = tuple(data_array.shape[2:])
+    if got != tuple(expected):
+        label = var.value_name if kind == "unconstrained" else var.name
+        raise ValueError(
+            f"{what} has shape {got} per draw, but the model's {label!r} has shape "
+            f"{tuple(expected)}: the model does not match the trace."
+        )
+    values = np.asarray(data_array.values)
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise TypeError(f"{what} must be numeric; got dtype {values.dtype}.")
+    return kind, values, source
+
+
+def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sample_dims,
+                 chunk_size, compile_mode):
+    from steindiag import _pymc
+
+    layout = _pymc.model_layout(model)
+    unconstrained_group, stats_group = _COMPANION_GROUPS.get(group, (None, None))
+    unconstrained = None
+    if unconstrained_group is not None:
+        unconstrained = _get_group(data, unconstrained_group)
+        if unconstrained is not None:
+            unconstrained = _select(unconstrained, coords, f"group {unconstrained_group!r}")
+            unconstrained, upair = _with_sample_dims(
+                unconstrained, sample_dims, f"group {unconstrained_group!r}"
+            )
+            unconstrained = _aligned(unconstrained, chain, draw, upair,
+                                     f"group {unconstrained_group!r}")
+    nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords, sample_dims,
+                                                 chain, draw)
+    nutpie_labels = _nutpie_labels(layout)
+
+    stored = [
+        _stored_value(model, var, posterior, unconstrained, nutpie_draw, nutpie_labels, pair)
+        for var in layout
+    ]
+    missing = [var.name for var, item in zip(layout, stored) if item is None]
+    if missing:
+        raise ValueError(
+            f"the trace's {group!r} group has no values for the model's free variable(s) "
+            f"{missing} (looked for {[v.name for v in layout if v.name in missing]} and their "
+            f"value variables {[v.value_name for v in layout if v.name in missing]}); it has "
+            f"{list(posterior.data_vars)}. The model does not match the trace."
+        )
+    n_chain, n_draw = len(chain), len(draw)
+    kinds = [item[0] for item in stored]
+    arrays = [item[1].reshape(n_chain * n_draw, *item[1].shape[2:]) for item in stored]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        flat = _pymc.unconstrained_values(
+            model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
+        )
+    labels = [label for var in layout for label in _index_labels(var.value_name, var.value_shape)]
+    draws = flat.reshape(n_chain, n_draw, -1)
+    _where_not_finite(
+        draws, chain, draw, labels, "unconstrained draws",
+        "A draw on the boundary of a variable's support (e.g. sigma == 0, a simplex "
+        "entry equal to 0, a value outside its bounds) or a NaN in the trace has no "
+        "finite unconstrained value; drop those draws with coords= or fix the trace.",
+    )
+    _pymc.check_model_data(
+        model,
+        _get_group(data, "observed_data"),
+        _get_group(data, "constant_data"),
+    )
+    attrs = {
+        "space": "unconstrained",
+        "free_variables": [var.name for var in layout],
+        "value_variables": [var.value_name for var in layout],
+        "transforms": [var.transform for var in layout],
+        "unconstrained_from": [item[2] for item in stored],
+        "log_density": "model.logp(jacobian=True)",
+    }
+    nutpie_scores = None
+    if nutpie_gradient is not None:
+        nutpie_scores = _reorder_nutpie(nutpie_gradient, nutpie_labels)
+    return layout, draws, labels, attrs, nutpie_scores
+
+
+# --------------------------------------------------------------------------------------
+# public entry point of the layer
+# --------------------------------------------------------------------------------------
+
+
+def prepare_trace(data, model=None, *, score=None, batched=True, group="posterior",
+                  var_names=None, coords=None, sample_dims=("chain", "draw"),
+                  chunk_size=None, compile_mode=None):
+    """Draws and scores of a trace in the unconstrained space, as ``SteinInput``.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData, xarray.DataTree or xarray.Dataset
+        The trace: ``pm.sample`` output (InferenceData on ArviZ 0.x, DataTree on
+        ArviZ 1.x / PyMC 6) or the posterior Dataset itself.
+    model : pymc.Model, optional
+        The model that produced the trace. Draws are the model's value variables
+        (unconstrained space): taken from the trace when it stores them
+        (``include_transformed=True``, an ``unconstrained_posterior`` group, nutpie's
+        ``store_unconstrained=True``), otherwise mapped forward from the posterior's
+        constrained values through each free variable's transform. Scores are grad of
+        ``model.logp(jacobian=True)`` with respect to the value variables, or nutpie's
+        stored gradients (``store_gradient=True``) when present.
+    score : callable, array_like, xarray.DataArray or xarray.Dataset, optional
+        Score source instead of the model's gradient:
+
+        - a callable on the flat parameter vector: ``batched=True`` maps (n, d) to
+          (n, d), ``batched=False`` maps (d,) to (d,);
+        - an array or DataArray of shape (chain, draw, d), aligned on the trace's chain
+          and draw coordinates (a DataArray's parameter coordinate, if it carries the
+          parameter labels, is used to order the columns);
+        - a Dataset with the same variable names as the draws (the value variables with
+          ``model``, otherwise ``var_names``).
+
+        With ``model`` as well, the model only defines the unconstrained draws.
+    batched : bool, default True
+        Whether a ``score`` callable takes a batch (n, d) or one draw (d,).
+    group : str, default "posterior"
+        Group of ``data`` holding the draws (ignored for a Dataset).
+    var_names : list of str, optional
+        Without ``model``: the variables forming x, in order (default: all variables of
+        the group, or of ``score`` when it is a Dataset). Not allowed with ``model``,
+        whose score involves all free variables.
+    coords : dict, optional
+        Selection applied to the group before anything else (``Dataset.sel``), e.g.
+        ``{"chain": [0, 1], "draw": slice(500, None)}``.
+    sample_dims : sequence of str, default ("chain", "draw")
+        Names of the chain and draw dimensions; a single name means one chain.
+    chunk_size : int, optional
+        Draws per evaluation of the score (default: for a PyMC model, sized so that an
+        intermediate array holds about 32k elements; for a callable, 4096).
+    compile_mode : str, optional
+        PyTensor mode for the model's batched graphs (default: "CVM", the C backend,
+        when a C++ compiler is available, else "NUMBA").
+
+    Returns
+    -------
+    SteinInput
+        ``draws`` and ``scores`` as float64 arrays of shape (chain, draw, d); ``chain``
+        and ``draw`` coordinate values; ``parameter`` labels (value-variable names with
+        indices, e.g. ``"sigma_log__"``, ``"beta[0]"``); ``attrs`` naming the space,
+        the score source, and for a model its free variables, value variables,
+        transforms and where each value came from.
+
+    Raises
+    ------
+    TypeError
+        For arguments of the wrong type.
+    ValueError
+        For a missing group, missing chain/draw dims, discrete free variables, free
+        variables missing from the trace, shape or coordinate mismatches between model
+        and trace, non-finite unconstrained draws (with counts and where), a score
+        callable that raises or returns the wrong shape.
+
+    Warns
+    -----
+    UserWarning
+        When the model's observed or ``pm.Data`` values differ from the trace's
+        ``observed_data`` / ``constant_data`` groups.
+
+    Notes
+    -----
+    KSD needs the score of a density that is positive and differentiable on all of
+    R^d: for a PyMC model that is the log density of the value variables including the
+    log-Jacobian of the transforms, log p(x) = log p_c(T^-1(x)) + log |det J_{T^-1}(x)|.
+    The score is one vectorised PyTensor graph evaluated on chunks of draws: memory
+    O(chunk_size * (d + size of observed data)).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from steindiag._data import prepare_trace
+    >>> rng = np.random.default_rng(0)
+    >>> posterior = xr.Dataset({"x": (("chain", "draw"), rng.standard_normal((2, 100)))})
+    >>> prepared = prepare_trace(posterior, score=lambda x: -x)   # N(0, 1): s(x) = -x
+    >>> prepared.draws.shape, prepared.parameter
+    ((2, 100, 1), ['x'])
+    """
+    var_names, coords, sample_dims = _prepare_trace_iv(
+        data, model, score, batched, group, var_names, coords, sample_dims, chunk_size,
+        compile_mode,
+    )
+    if _container_kind(data) == "dataset":
+        posterior, group_label = data, "data"
+    else:
+        posterior, group_label = _get_group(data, group), f"group {group!r}"
+        if posterior is None:
+            raise ValueError(
+                f"data has no group {group!r}; its groups are {_group_names(data)}."
+            )
+    posterior = _select(posterior, coords, group_label)
+    posterior, pair = _with_sample_dims(posterior, sample_dims, group_label)
+    chain, draw = _coordinate(posterior, pair[0]), _coordinate(posterior, pair[1])
+    stats_group = _COMPANION_GROUPS.get(group, (None, None))[1]
+    if _container_kind(data) == "dataset":
+        stats_group = None
+
+    if model is not None:
+        layout, draws, labels, attrs, nutpie_scores = _model_draws(
+            data, model, posterior, pair, chain, draw, coords=coords, group=group,
+            sample_dims=sample_dims, chunk_size=chunk_size, compile_mode=compile_mode,
+        )
+        if score is not None:
+            names = [var.value_name for var in layout]
+            scores, source = _user_scores(score, draws, labels, names, chain, draw,
+                                          sample_dims, batched=batched, chunk_size=chunk_size)
+        elif nutpie_scores is not None:
+            scores, source = nutpie_scores, "nutpie"
+            attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
+        else:
+            from steindiag import _pymc
+
+            mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
+            flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),
+                                      chunk_size=chunk_size, mode=mode)
+            scores, source = flat.reshape(draws.shape), "pymc"
+            attrs["pytensor_mode"] = mode
+    else:
+        nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords, sample_dims,
+                                                     chain, draw)
+        if score is None:
+            if nutpie_draw is None or nutpie_gradient is None:
+                raise TypeError(
+                    "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
+                    "p); without them the trace must hold nutpie's stored unconstrained "
+                    "draws and gradients (store_unconstrained=True, store_gradient=True)."
+                )
+            parameter_dim = nutpie_draw.dims[2]
+            labels = [str(v) for v in _coordinate(nutpie_draw.to_dataset(name="x"),
+                                                  parameter_dim)]
+            draws = np.asarray(nutpie_draw.values, dtype=np.float64)
+            gradient = nutpie_gradient
+            if parameter_dim in nutpie_gradient.coords and parameter_dim in nutpie_draw.coords:
+                gradient = nutpie_gradient.sel({parameter_dim: nutpie_draw[parameter_dim].values})
+            scores = np.asarray(gradient.values, dtype=np.float64)
+            source = "nutpie"
+            attrs = {"space": "unconstrained",
+                     "scores_from": "sample_stats['gradient'] (nutpie store_gradient=True)"}
+        else:
+            if var_names is None:
+                var_names = (list(score.data_vars) if isinstance(score, xr.Dataset)
+                             else list(posterior.data_vars))
+            draws, labels = _flatten_dataset(posterior, var_names, pair, group_label)
+            scores, source = _user_scores(score, draws, labels, var_names, chain, draw,
+                                          sample_dims, batched=batched, chunk_size=chunk_size)
+            attrs = {"space": "as given", "variables": list(var_names)}
+        _where_not_finite(draws, chain, draw, labels, "draws",
+                          "KSD needs finite draws; drop those draws with coords=.")
+    if scores.shape != draws.shape:
+        raise ValueError(
+            f"scores have shape {scores.shape} but draws have shape {draws.shape}."
+        )
+    _where_not_finite(
+        scores, chain, draw, labels, "scores",
+        "The score (grad log p) must be finite at every draw; check the model or the "
+        "score source at those draws.",
+    )
+    attrs["score_source"] = source
+    return SteinInput(
+        draws=np.ascontiguousarray(draws, dtype=np.float64),
+        scores=np.ascontiguousarray(scores, dtype=np.float64),
+        chain=chain,
+        draw=draw,
+        parameter=list(labels),
+        attrs=attrs,
+    )

@@ -1,0 +1,476 @@
+"""PyMC models as a score source: unconstrained draws and batched grad log p.
+
+Imported lazily by :mod:`steindiag._data` only when a PyMC model is passed, so that
+``import steindiag`` never imports PyMC, PyTensor or ArviZ.
+
+Data flow::
+
+    free RVs of the model -> layout (value variables, transforms, shapes)
+    posterior values      -> forward transforms, one vectorised PyTensor graph -> x (N, d)
+    x (N, d)              -> grad of model.logp(jacobian=True), one vectorised graph -> s (N, d)
+
+Both graphs are built once per model on the *core* (one-draw) shapes, differentiated,
+and then vectorised over a leading draw dimension with
+``pytensor.graph.replace.vectorize_graph``; they are evaluated on chunks of draws, never
+in a Python loop per draw. Compiled functions are cached per model.
+"""
+
+import warnings
+import weakref
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+__all__ = [
+    "FreeVariable",
+    "model_layout",
+    "unconstrained_values",
+    "model_scores",
+    "check_model_data",
+    "default_compile_mode",
+]
+
+# Elements per intermediate array used to size chunks of draws (256 KB in float64):
+# measured, chunks whose intermediates stay this small run 2-3x faster than one big
+# call (cache-resident, no page faults on fresh allocations), see bench_scores.py.
+_WORK_ELEMENTS = 2**15
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreeVariable:
+    """One free random variable of a PyMC model and its value variable.
+
+    Attributes
+    ----------
+    name : str
+        Name of the random variable (constrained space), e.g. ``"sigma"``.
+    value_name : str
+        Name of its value variable (unconstrained space), e.g. ``"sigma_log__"``.
+    transform : str
+        Name of the transform (``"none"`` when the variable is already on R^k).
+    shape, value_shape : tuple of int
+        Shapes of one draw of the random variable and of its value variable.
+    dims : tuple of str or None
+        Named dims of the random variable in the model, if any.
+    rv, value, transform_op : object
+        The PyTensor random variable, value variable and PyMC transform (or None).
+    """
+
+    name: str
+    value_name: str
+    transform: str
+    shape: tuple
+    value_shape: tuple
+    dims: tuple | None
+    rv: object
+    value: object
+    transform_op: object
+
+    @property
+    def size(self):
+        """Number of unconstrained coordinates this variable contributes."""
+        return int(prod(self.value_shape))
+
+
+def _transform_name(transform):
+    if transform is None:
+        return "none"
+    parts = getattr(transform, "transform_list", None)
+    if parts:
+        return "+".join(_transform_name(part) for part in parts)
+    return str(getattr(transform, "name", type(transform).__name__))
+
+
+def _is_xtensor(variable):
+    return type(variable.type).__name__ == "XTensorType"
+
+
+def model_layout(model):
+    """Free variables of ``model`` in ``model.value_vars`` order.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    list of FreeVariable
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a PyMC model.
+    ValueError
+        If the model has discrete free variables (they have no score), naming them,
+        or no free variables at all.
+    """
+    import pymc as pm
+
+    if not isinstance(model, pm.Model):
+        raise TypeError(f"model must be a pymc.Model; got {type(model).__name__}.")
+    discrete = [
+        f"{rv.name} ({rv.type.dtype})"
+        for rv in model.free_RVs
+        if not str(rv.type.dtype).startswith(("float", "complex"))
+    ]
+    if discrete:
+        raise ValueError(
+            "model has discrete free variables: " + ", ".join(discrete) + ". KSD needs the "
+            "score grad log p on R^d, which a discrete parameter does not have; marginalise "
+            "them out (e.g. pymc_extras.marginalize) or pass score= for a continuous "
+            "reparametrisation."
+        )
+    if not model.free_RVs:
+        raise ValueError("model has no free random variables: there is nothing to diagnose.")
+    shapes = {name: tuple(int(n) for n in shape) for name, shape in model.eval_rv_shapes().items()}
+    named_dims = getattr(model, "named_vars_to_dims", {}) or {}
+    layout = []
+    for rv in model.free_RVs:
+        value = model.rvs_to_values[rv]
+        transform = model.rvs_to_transforms.get(rv)
+        dims = named_dims.get(rv.name)
+        layout.append(
+            FreeVariable(
+                name=rv.name,
+                value_name=value.name,
+                transform=_transform_name(transform),
+                shape=shapes[rv.name],
+                value_shape=shapes[value.name],
+                dims=tuple(dims) if dims is not None else None,
+                rv=rv,
+                value=value,
+                transform_op=transform,
+            )
+        )
+    return layout
+
+
+def default_compile_mode():
+    """PyTensor mode used for the batched graphs.
+
+    The C backend ("CVM") when a C++ compiler is configured: measured on PyTensor 2.38
+    and 3.3, it compiles a 10-parameter regression score graph in about 5-7 s on an
+    empty compile cache (NUMBA took 27 s on PyTensor 3) and evaluates 20,000 draws in
+    20-40 ms. Without a compiler, "NUMBA".
+    """
+    import pytensor
+
+    return "CVM" if pytensor.config.cxx else "NUMBA"
+
+
+def _as_model_type(tensor, like):
+    """View a core tensor placeholder as the type of ``like`` (tensor or xtensor)."""
+    if _is_xtensor(like):
+        from pytensor.xtensor.basic import xtensor_from_tensor
+
+        return xtensor_from_tensor(tensor, dims=like.type.dims)
+    return tensor
+
+
+def _as_tensor(variable, dims=None):
+    """Tensor view of a tensor or xtensor graph (xtensor transposed to ``dims``)."""
+    if _is_xtensor(variable):
+        from pytensor.xtensor.basic import tensor_from_xtensor
+
+        if dims is not None and tuple(variable.type.dims) != tuple(dims):
+            variable = variable.transpose(*dims)
+        return tensor_from_xtensor(variable)
+    return variable
+
+
+def _lower_xtensor(outputs):
+    """Rewrite xtensor ops (``pymc.dims`` models) into plain tensor ops."""
+    from pytensor.graph.basic import ancestors
+
+    if not any(_is_xtensor(var) for var in ancestors(outputs)):
+        return outputs
+    from pytensor.graph.rewriting.utils import rewrite_graph
+
+    return rewrite_graph(outputs, include=("lower_xtensor",), clone=True)
+
+
+def _batch_placeholders(core_inputs):
+    import pytensor.tensor as pt
+
+    return [
+        pt.tensor(name=f"{var.name}_draws", dtype=var.type.dtype, shape=(None, *var.type.shape))
+        for var in core_inputs
+    ]
+
+
+def _vectorized_function(core_inputs, core_outputs, mode):
+    """Compile ``core_outputs`` vectorised over a new leading draw axis of every input."""
+    import pytensor
+    import pytensor.tensor as pt
+    from pytensor.graph.replace import vectorize_graph
+
+    core_outputs = _lower_xtensor(core_outputs)
+    batch_inputs = _batch_placeholders(core_inputs)
+    batch_outputs = vectorize_graph(core_outputs, replace=dict(zip(core_inputs, batch_inputs)))
+    return pytensor.function(batch_inputs, batch_outputs, mode=mode, on_unused_input="ignore")
+
+
+def _core_placeholder(shape, dtype, name):
+    import pytensor.tensor as pt
+
+    return pt.tensor(name=name, dtype=dtype, shape=tuple(shape))
+
+
+def _flat(parts):
+    import pytensor.tensor as pt
+
+    return pt.concatenate([pt.cast(part, "float64").ravel() for part in parts])
+
+
+def _build_score_function(model, layout, mode):
+    """Compile draws -> grad log p, vectorised over a leading draw axis.
+
+    log p is built for one draw, vectorised over draws, summed, and differentiated with
+    respect to the batched value variables: since draws do not interact, the gradient
+    of the sum is the per-draw score. (Vectorising the log p graph and then taking the
+    gradient compiled faster on an empty cache than vectorising the gradient graph,
+    with the same run time; see benchmarks/bench_scores.py.)
+    """
+    import pytensor
+    import pytensor.tensor as pt
+    from pytensor.graph.replace import graph_replace, vectorize_graph
+
+    core = [
+        _core_placeholder(var.value_shape, var.value.type.dtype, var.value_name) for var in layout
+    ]
+    logp = model.logp(jacobian=True)
+    logp = graph_replace(
+        logp,
+        {var.value: _as_model_type(placeholder, var.value) for var, placeholder in zip(layout, core)},
+        strict=False,
+    )
+    [logp] = _lower_xtensor([logp])
+    batch = _batch_placeholders(core)
+    logp_per_draw = vectorize_graph(logp, replace=dict(zip(core, batch)))
+    grads = pytensor.grad(logp_per_draw.sum(), batch)
+    n_draws = batch[0].shape[0]
+    scores = pt.concatenate(
+        [pt.cast(grad, "float64").reshape((n_draws, -1)) for grad in grads], axis=1
+    )
+    return pytensor.function(batch, [scores], mode=mode, on_unused_input="ignore")
+
+
+def _build_forward_function(model, layout, stored, mode):
+    """Unconstrained values of every free variable from stored constrained/unconstrained ones.
+
+    ``stored[i]`` is ``"constrained"`` or ``"unconstrained"``: which value of variable i
+    is an input. Bounds that depend on other variables are evaluated at those variables'
+    (constrained) values, obtained by the backward transform where only the
+    unconstrained value is stored.
+    """
+    from pymc.logprob.utils import replace_rvs_by_values
+
+    core, rvs_to_values, rvs_to_transforms = [], {}, {}
+    for var, kind in zip(layout, stored):
+        if kind == "unconstrained":
+            placeholder = _core_placeholder(var.value_shape, var.value.type.dtype, var.value_name)
+            rvs_to_values[var.rv] = _as_model_type(placeholder, var.value)
+            if var.transform_op is not None:
+                rvs_to_transforms[var.rv] = var.transform_op
+        else:
+            placeholder = _core_placeholder(var.shape, var.rv.type.dtype, var.name)
+            rvs_to_values[var.rv] = _as_model_type(placeholder, var.rv)
+        core.append(placeholder)
+    outputs = []
+    for var, kind in zip(layout, stored):
+        value = rvs_to_values[var.rv]
+        if kind == "constrained" and var.transform_op is not None:
+            value = var.transform_op.forward(value, *var.rv.owner.inputs)
+        outputs.append(value)
+    outputs = replace_rvs_by_values(
+        outputs, rvs_to_values=rvs_to_values, rvs_to_transforms=rvs_to_transforms
+    )
+    dims = [var.value.type.dims if _is_xtensor(var.value) else None for var in layout]
+    outputs = [_as_tensor(out, dim) for out, dim in zip(outputs, dims)]
+    return _vectorized_function(core, [_flat(outputs)], mode)
+
+
+# The forward transforms are a handful of cheap ops on whole (N, k) arrays: the Python
+# linker runs each as one NumPy call and needs no C/Numba compilation (cold start).
+_FORWARD_MODE = "FAST_COMPILE"
+
+# model -> {key: compiled function}; entries die with the model.
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def _cached(model, key, build):
+    per_model = _COMPILED.setdefault(model, {})
+    if key not in per_model:
+        per_model[key] = build()
+    return per_model[key]
+
+
+def _layout_key(layout):
+    return tuple((var.value_name, var.value_shape, var.shape) for var in layout)
+
+
+def chunk_size_for(model, layout, n_draws):
+    """Draws per evaluation so that an intermediate array holds about 32k elements."""
+    per_draw = sum(var.size for var in layout)
+    for rv in model.observed_RVs:
+        per_draw += int(np.size(_data_value(model.rvs_to_values[rv])))
+    for data in getattr(model, "data_vars", []):
+        per_draw += int(np.size(_data_value(data)))
+    return int(min(max(n_draws, 1), max(1, _WORK_ELEMENTS // max(per_draw, 1))))
+
+
+def _evaluate_in_chunks(function, inputs, n_draws, d, chunk_size):
+    out = np.empty((n_draws, d), dtype=np.float64)
+    for start in range(0, n_draws, chunk_size):
+        stop = min(start + chunk_size, n_draws)
+        out[start:stop] = function(*[array[start:stop] for array in inputs])[0]
+    return out
+
+
+def unconstrained_values(model, layout, arrays, stored, *, chunk_size=None, mode=None):
+    """Map stored values of every free variable to the flat unconstrained vector.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    layout : list of FreeVariable
+    arrays : list of ndarray
+        One array per free variable, shape (N, *shape) for constrained values or
+        (N, *value_shape) for unconstrained ones.
+    stored : list of {"constrained", "unconstrained"}
+        Which kind each array holds.
+    chunk_size : int, optional
+        Draws per evaluation (default: sized from the model).
+    mode : str, optional
+        PyTensor compile mode (default :func:`default_compile_mode`).
+
+    Returns
+    -------
+    ndarray of float64, shape (N, d)
+        Value variables flattened in C order and concatenated in layout order.
+    """
+    n_draws = arrays[0].shape[0]
+    d = sum(var.size for var in layout)
+    if all(kind == "unconstrained" for kind in stored):
+        return np.concatenate(
+            [np.asarray(a, dtype=np.float64).reshape(n_draws, -1) for a in arrays], axis=1
+        )
+    mode = _FORWARD_MODE if mode is None else mode
+    key = ("forward", _layout_key(layout), tuple(stored), mode)
+    function = _cached(model, key, lambda: _build_forward_function(model, layout, stored, mode))
+    dtypes = [
+        (var.value.type.dtype if kind == "unconstrained" else var.rv.type.dtype)
+        for var, kind in zip(layout, stored)
+    ]
+    inputs = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, dtypes)]
+    if chunk_size is None:
+        chunk_size = chunk_size_for(model, layout, n_draws)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _evaluate_in_chunks(function, inputs, n_draws, d, chunk_size)
+
+
+def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
+    """grad log p of ``model.logp(jacobian=True)`` at flat unconstrained draws.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    layout : list of FreeVariable
+    flat_draws : ndarray, shape (N, d)
+        Unconstrained draws in layout order.
+    chunk_size : int, optional
+        Draws per evaluation of the vectorised graph (default: sized from the model so
+        that an intermediate array holds about 32k elements).
+    mode : str, optional
+        PyTensor compile mode (default :func:`default_compile_mode`).
+
+    Returns
+    -------
+    ndarray of float64, shape (N, d)
+
+    Notes
+    -----
+    One graph, grad of log p with respect to the value variables, is built for a single
+    draw and vectorised over a leading draw axis; it is compiled once per model and mode
+    and cached. Memory: O(chunk_size * (d + size of the observed data)).
+    """
+    mode = default_compile_mode() if mode is None else mode
+    key = ("score", _layout_key(layout), mode)
+    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
+    n_draws, d = flat_draws.shape
+    inputs, start = [], 0
+    for var in layout:
+        block = flat_draws[:, start : start + var.size].reshape((n_draws, *var.value_shape))
+        inputs.append(np.ascontiguousarray(block, dtype=var.value.type.dtype))
+        start += var.size
+    if chunk_size is None:
+        chunk_size = chunk_size_for(model, layout, n_draws)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _evaluate_in_chunks(function, inputs, n_draws, d, chunk_size)
+
+
+def _data_value(variable):
+    """Numeric value of a constant or shared (pm.Data) variable, else None."""
+    if hasattr(variable, "get_value"):
+        return np.asarray(variable.get_value())
+    if hasattr(variable, "data"):
+        return np.asarray(variable.data)
+    return None
+
+
+def _same_values(model_value, trace_value):
+    if model_value.shape != trace_value.shape:
+        return False, f"shape {model_value.shape} in the model, {trace_value.shape} in the trace"
+    try:
+        equal = np.allclose(model_value, trace_value, rtol=1e-10, atol=0.0, equal_nan=True)
+    except TypeError:
+        equal = np.array_equal(model_value, trace_value)
+    if equal:
+        return True, ""
+    return False, "same shape, different values"
+
+
+def check_model_data(model, observed_data, constant_data):
+    """Warn when the model's observed / pm.Data values differ from the trace's.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    observed_data, constant_data : xarray.Dataset or None
+        The trace's ``observed_data`` and ``constant_data`` groups (None if absent).
+
+    Returns
+    -------
+    list of str
+        Names of the variables that differ (a ``UserWarning`` is issued if any).
+    """
+    if observed_data is None and constant_data is None:
+        return []
+    in_model = {}
+    for rv in model.observed_RVs:
+        value = _data_value(model.rvs_to_values[rv])
+        if value is not None:
+            in_model[rv.name] = value
+    for data in getattr(model, "data_vars", []):
+        value = _data_value(data)
+        if value is not None and data.name not in in_model:
+            in_model[data.name] = value
+    differ = []
+    for name, model_value in in_model.items():
+        for group in (observed_data, constant_data):
+            if group is not None and name in group.data_vars:
+                same, why = _same_values(model_value, np.asarray(group[name].values))
+                if not same:
+                    differ.append(f"{name} ({why})")
+                break
+    if differ:
+        warnings.warn(
+            "the model's observed/pm.Data values differ from the trace's observed_data/"
+            "constant_data for: " + "; ".join(differ) + ". Scores are computed with the "
+            "model's current data, which is not the posterior the trace was drawn from "
+            "(pm.set_data back to the sampled data, or rebuild the model).",
+            UserWarning,
+            stacklevel=4,
+        )
+    return [item.split(" (")[0] for item in differ]
