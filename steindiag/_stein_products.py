@@ -1,0 +1,453 @@
+"""Numba products with the IMQ Langevin Stein kernel matrix K_p (MATH.md sections 2, 5, 6).
+
+Nothing here imports xarray or PyMC, and nothing validates input: callers pass
+float64, C-contiguous arrays already in the kernel's coordinates (draws and scores
+after ``Preconditioner.to_kernel_coordinates``, so that A = diag(a)), stored
+transposed as ``(1, d, N)`` like ``steindiag._kernels`` (one "chain" holding all N
+points, the innermost loops running over points with unit stride).
+
+What each function costs (N points, d parameters, ~8d + 20 flops per pair):
+
+- ``kernel_matvec``: K_p @ w, N (N + 1) / 2 pair evaluations (the lower triangle,
+  each pair used for both of its entries), O(N * threads) extra memory.
+- ``kernel_rows``: k_p(x_i, x_j) for a few i and all j: N per row, O(rows * N) output.
+- ``kernel_matrix``: the dense N x N matrix (8 N^2 bytes), only for the dense QP.
+- ``pairwise_frank_wolfe``: the matrix-free weights solver, 2 N pair evaluations
+  per iteration and O(N) memory; K_p is never stored.
+"""
+
+import numba as nb
+import numpy as np
+
+from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
+
+__all__ = [
+    "kernel_matvec",
+    "kernel_rows",
+    "kernel_matrix",
+    "pairwise_frank_wolfe",
+    "greedy_thinning",
+    "KernelPoints",
+]
+
+# Points per inner block (the per-pair accumulators of one block live in L1), as in _kernels.
+_BLOCK = 256
+# Rows per parallel task of the symmetric product (tasks are paired b <-> n - 1 - b).
+_ROWS_PER_TASK = 8
+# Parts of the symmetric product (at least): a fixed static partition, so that K_p @ w
+# is bitwise the same whatever the number of threads up to this many.
+_MATVEC_PARTS = 8
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+def _block_kernel_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, out):
+    """k_p for each pair of one block (same formula as ``_kernels._block_kernel_sum``)."""
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
+    if beta == -0.5:
+        for m in range(nj):
+            inv_q = 1.0 / (c2 + qdist[m])
+            q_beta = np.sqrt(inv_q)
+            q_beta1 = q_beta * inv_q
+            out[m] = q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+    else:
+        for m in range(nj):
+            q = c2 + qdist[m]
+            inv_q = 1.0 / q
+            q_beta = q**beta
+            q_beta1 = q_beta * inv_q
+            out[m] = q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+def _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0, nj,
+               x_i, s_i, qdist, a2dist, uads, ss, out):
+    """out[:nj] = k_p(x_i, x_j) for j = j0 .. j0 + nj - 1."""
+    d = draws_t.shape[1]
+    for k in range(d):
+        x_i[k] = draws_t[0, k, i]
+        s_i[k] = scores_t[0, k, i]
+    _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0, nj, x_i, s_i, qdist, a2dist, uads, ss)
+    _block_kernel_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, out)
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def kernel_matvec(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal, weights,
+                  out, scatter):
+    """out = K_p @ weights, from the lower triangle (each pair evaluated once).
+
+    Parameters
+    ----------
+    draws_t, scores_t : float64 (1, d, N), C-contiguous, kernel coordinates
+    a, isotropic, c2, beta, trace_a : kernel constants as in ``_kernels.lower_row_sums``
+    diagonal : float64 (N,), k_p(x_i, x_i)
+    weights : float64 (N,)
+    out : float64 (N,), overwritten
+    scatter : float64 (n_parts, N) workspace, overwritten; n_parts parallel parts
+
+    Part p owns the row tasks p, p + n_parts, ... (task b holds row blocks b and
+    n_blocks - 1 - b, which cost the same); row i gathers sum_(j<i) k_ij w_j into
+    out[i] and scatters k_ij w_i into scatter[p, j]. The partition is static, so the
+    result is the same on every call with the same n_parts. Memory: O(n_parts * N).
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_parts = scatter.shape[0]
+    n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
+    n_tasks = (n_blocks + 1) // 2
+    for part in nb.prange(n_parts):
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        values = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        acc = scatter[part]
+        acc[:] = 0.0
+        for task in range(np.int64(part), n_tasks, n_parts):
+            for half in range(2):
+                block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
+                if half == 1 and block == task:
+                    break
+                for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
+                    w_i = weights[i]
+                    total = diagonal[i] * w_i
+                    for j0 in range(0, i, _BLOCK):
+                        nj = min(_BLOCK, i - j0)
+                        _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0,
+                                   nj, x_i, s_i, qdist, a2dist, uads, ss, values)
+                        for m in range(nj):
+                            total += values[m] * weights[j0 + m]
+                            acc[j0 + m] += values[m] * w_i
+                    out[i] = total
+    n_chunks = (n + _BLOCK - 1) // _BLOCK
+    for chunk in nb.prange(n_chunks):
+        for j in range(chunk * _BLOCK, min((chunk + 1) * _BLOCK, n)):
+            total = out[j]
+            for part in range(n_parts):
+                total += scatter[part, j]
+            out[j] = total
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def kernel_rows(draws_t, scores_t, a, isotropic, c2, beta, trace_a, index, out):
+    """out[r, j] = k_p(x_index[r], x_j) for all j (parallel over blocks of j).
+
+    Memory: the (len(index), N) output only.
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_chunks = (n + _BLOCK - 1) // _BLOCK
+    for chunk in nb.prange(n_chunks):
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        j0 = chunk * _BLOCK
+        nj = min(_BLOCK, n - j0)
+        for r in range(index.shape[0]):
+            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, index[r], j0, nj,
+                       x_i, s_i, qdist, a2dist, uads, ss, out[r, j0 : j0 + nj])
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def kernel_matrix(draws_t, scores_t, a, isotropic, c2, beta, trace_a, out):
+    """out = K_p, the dense symmetric (N, N) matrix (8 N^2 bytes): lower triangle, mirrored."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
+    n_tasks = (n_blocks + 1) // 2
+    for task in nb.prange(n_tasks):
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        for half in range(2):
+            block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
+            if half == 1 and block == task:
+                break
+            for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
+                for j0 in range(0, i + 1, _BLOCK):
+                    nj = min(_BLOCK, i + 1 - j0)
+                    _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0, nj,
+                               x_i, s_i, qdist, a2dist, uads, ss, out[i, j0 : j0 + nj])
+    for i in nb.prange(n):
+        for j in range(i):
+            out[j, i] = out[i, j]
+
+
+# Floor of the curvature |phi_v - phi_s|^2 along a pairwise direction (duplicate draws
+# have zero curvature; then the step is the whole weight of v), as tau in LIBSVM.
+_TAU = 1e-12
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal,
+                         weights, gradient, tol, max_iter):
+    """Pairwise Frank-Wolfe for min w^T K_p w on the simplex; updates weights in place.
+
+    Parameters
+    ----------
+    draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal : as in ``kernel_matvec``
+    weights : float64 (N,), a point of the simplex, updated in place
+    gradient : float64 (N,), K_p @ weights on entry (half the gradient), kept in step
+    tol : float, stop when the Frank-Wolfe gap 2 (f - min_i g_i) <= tol * f
+    max_iter : int
+
+    Returns
+    -------
+    (iterations, f, min_g) : int, float, float
+        f = w^T g and min_i g_i from the running gradient at exit.
+
+    Notes
+    -----
+    Each iteration moves mass gamma from an "away" point v (largest g on the support)
+    to a point s, picked among those with g_s < g_v by the largest second-order
+    decrease (g_v - g_s)^2 / (k_vv + k_ss - 2 k_vs) (the maximal-gain pair selection of
+    Fan, Chen & Lin 2005, i.e. SMO; plain pairwise Frank-Wolfe would take s = argmin g).
+    The exact line search is gamma = min(w_v, (g_v - g_s) / (k_vv + k_ss - 2 k_vs)), and
+    g += gamma (K_p[:, s] - K_p[:, v]). Two kernel rows per iteration: 2 N pairs,
+    O(N) memory. The running g drifts by rounding only; the caller recomputes it
+    exactly with ``kernel_matvec`` before certifying.
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_chunks = (n + _BLOCK - 1) // _BLOCK
+    row_v = np.empty(n)
+    chunk_best = np.empty(n_chunks)
+    chunk_arg = np.empty(n_chunks, dtype=np.int64)
+    chunk_max = np.empty(n_chunks)
+    chunk_argmax = np.empty(n_chunks, dtype=np.int64)
+    chunk_min = np.empty(n_chunks)
+    chunk_f = np.empty(n_chunks)
+
+    # Initial away point, min g and f.
+    v = -1
+    g_max = -np.inf
+    g_min = np.inf
+    f = 0.0
+    for j in range(n):
+        f += weights[j] * gradient[j]
+        if gradient[j] < g_min:
+            g_min = gradient[j]
+        if weights[j] > 0.0 and gradient[j] > g_max:
+            g_max = gradient[j]
+            v = j
+    iteration = 0
+    while iteration < max_iter:
+        if 2.0 * (f - g_min) <= tol * f:
+            break
+        iteration += 1
+        g_v = gradient[v]
+        k_vv = diagonal[v]
+        # Pass 1: row v and the best partner s in each chunk.
+        for chunk in nb.prange(n_chunks):
+            qdist = np.empty(_BLOCK)
+            a2dist = np.empty(_BLOCK)
+            uads = np.empty(_BLOCK)
+            ss = np.empty(_BLOCK)
+            x_i = np.empty(d)
+            s_i = np.empty(d)
+            j0 = chunk * _BLOCK
+            nj = min(_BLOCK, n - j0)
+            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, v, j0, nj,
+                       x_i, s_i, qdist, a2dist, uads, ss, row_v[j0 : j0 + nj])
+            best = 0.0
+            arg = -1
+            for m in range(nj):
+                j = j0 + m
+                gain = g_v - gradient[j]
+                if gain > 0.0:
+                    curvature = max(k_vv + diagonal[j] - 2.0 * row_v[j], _TAU)
+                    score = gain * gain / curvature
+                    if score > best:
+                        best = score
+                        arg = j
+            chunk_best[chunk] = best
+            chunk_arg[chunk] = arg
+        s = -1
+        best = 0.0
+        for chunk in range(n_chunks):
+            if chunk_arg[chunk] >= 0 and chunk_best[chunk] > best:
+                best = chunk_best[chunk]
+                s = chunk_arg[chunk]
+        if s < 0:
+            # No point has a smaller gradient than v: the running g says optimal.
+            break
+        curvature = max(k_vv + diagonal[s] - 2.0 * row_v[s], _TAU)
+        gamma = (g_v - gradient[s]) / curvature
+        if gamma >= weights[v]:
+            gamma = weights[v]
+            weights[v] = 0.0
+        else:
+            weights[v] -= gamma
+        weights[s] += gamma
+        # Pass 2: row s, the gradient update, the next away point, min g and f.
+        for chunk in nb.prange(n_chunks):
+            qdist = np.empty(_BLOCK)
+            a2dist = np.empty(_BLOCK)
+            uads = np.empty(_BLOCK)
+            ss = np.empty(_BLOCK)
+            row_s = np.empty(_BLOCK)
+            x_i = np.empty(d)
+            s_i = np.empty(d)
+            j0 = chunk * _BLOCK
+            nj = min(_BLOCK, n - j0)
+            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, s, j0, nj,
+                       x_i, s_i, qdist, a2dist, uads, ss, row_s)
+            local_max = -np.inf
+            local_arg = -1
+            local_min = np.inf
+            local_f = 0.0
+            for m in range(nj):
+                j = j0 + m
+                g_j = gradient[j] + gamma * (row_s[m] - row_v[j])
+                gradient[j] = g_j
+                local_f += weights[j] * g_j
+                if g_j < local_min:
+                    local_min = g_j
+                if weights[j] > 0.0 and g_j > local_max:
+                    local_max = g_j
+                    local_arg = j
+            chunk_max[chunk] = local_max
+            chunk_argmax[chunk] = local_arg
+            chunk_min[chunk] = local_min
+            chunk_f[chunk] = local_f
+        g_max = -np.inf
+        g_min = np.inf
+        f = 0.0
+        for chunk in range(n_chunks):
+            f += chunk_f[chunk]
+            if chunk_min[chunk] < g_min:
+                g_min = chunk_min[chunk]
+            if chunk_argmax[chunk] >= 0 and chunk_max[chunk] > g_max:
+                g_max = chunk_max[chunk]
+                v = chunk_argmax[chunk]
+    return iteration, f, g_min
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def greedy_thinning(draws_t, scores_t, a, isotropic, c2, beta, trace_a, objective,
+                    step_penalty, n_points, selected):
+    """Greedy Stein thinning: selected[t] = argmin_i objective_t(i), t = 0 .. n_points - 1.
+
+    Parameters
+    ----------
+    objective : float64 (N,), on entry the first step's objective (k_p(x_i, x_i), plus
+        any regularisation); updated in place to the running objective.
+    step_penalty : float64 (N,), added to the objective after every step (zeros for
+        plain Stein thinning, -lambda log p(x_i) for the regularised rule).
+    selected : int64 (n_points,), output.
+
+    After selecting pi_t the objective gains 2 k_p(x_pi_t, x_i) + step_penalty_i, so at
+    step t it is k_p(x_i, x_i) + 2 sum_(j<t) k_p(x_pi_j, x_i) (+ regularisation), the
+    rule of Riabiz et al. (2022). Ties go to the smallest index (as numpy.argmin).
+    One kernel row per step: O(N n_points) pairs, O(N) memory.
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_chunks = (n + _BLOCK - 1) // _BLOCK
+    chunk_min = np.empty(n_chunks)
+    chunk_arg = np.empty(n_chunks, dtype=np.int64)
+    best = objective[0]
+    arg = 0
+    for j in range(1, n):
+        if objective[j] < best:
+            best = objective[j]
+            arg = j
+    for t in range(n_points):
+        selected[t] = arg
+        if t == n_points - 1:
+            break
+        for chunk in nb.prange(n_chunks):
+            qdist = np.empty(_BLOCK)
+            a2dist = np.empty(_BLOCK)
+            uads = np.empty(_BLOCK)
+            ss = np.empty(_BLOCK)
+            row = np.empty(_BLOCK)
+            x_i = np.empty(d)
+            s_i = np.empty(d)
+            j0 = chunk * _BLOCK
+            nj = min(_BLOCK, n - j0)
+            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, arg, j0, nj,
+                       x_i, s_i, qdist, a2dist, uads, ss, row)
+            local_min = np.inf
+            local_arg = -1
+            for m in range(nj):
+                j = j0 + m
+                value = objective[j] + 2.0 * row[m] + step_penalty[j]
+                objective[j] = value
+                if value < local_min:
+                    local_min = value
+                    local_arg = j
+            chunk_min[chunk] = local_min
+            chunk_arg[chunk] = local_arg
+        best = np.inf
+        arg = -1
+        for chunk in range(n_chunks):
+            if chunk_min[chunk] < best:
+                best = chunk_min[chunk]
+                arg = chunk_arg[chunk]
+        if arg < 0:
+            # Every objective is NaN: cannot happen with finite inputs; keep the last point.
+            arg = selected[t]
+
+
+class KernelPoints:
+    """N points in kernel coordinates, laid out for the kernels above (O(N d) memory).
+
+    Parameters
+    ----------
+    draws, scores : ndarray (N, d)
+        Draws and scores in the sampler's space.
+    preconditioner : steindiag._preconditioner.Preconditioner
+        Resolved once from the pooled draws.
+    c, beta : float
+        IMQ parameters (validated by the caller).
+    """
+
+    def __init__(self, draws, scores, preconditioner, c, beta):
+        draws_k, scores_k = preconditioner.to_kernel_coordinates(draws, scores)
+        self.draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
+        self.scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
+        self.a = preconditioner.a
+        self.isotropic = bool(preconditioner.isotropic)
+        self.c2 = float(c) ** 2
+        self.beta = float(beta)
+        self.trace_a = preconditioner.trace_a
+        self.n = draws_k.shape[0]
+        self.diagonal = stein_kernel_diagonal(
+            np.einsum("nk,nk->n", scores_k, scores_k), self.c2, self.beta, self.trace_a
+        )
+
+    @property
+    def constants(self):
+        """The positional kernel arguments shared by every function of this module."""
+        return (self.draws_t, self.scores_t, self.a, self.isotropic, self.c2, self.beta,
+                self.trace_a)
+
+    def matvec(self, weights):
+        """K_p @ weights, (N,) -> (N,); O(N^2 d) time, O(N * parts) memory."""
+        out = np.empty(self.n)
+        scatter = np.empty((max(_MATVEC_PARTS, nb.get_num_threads()), self.n))
+        kernel_matvec(*self.constants, self.diagonal, np.ascontiguousarray(weights, dtype=float),
+                      out, scatter)
+        return out
+
+    def rows(self, index):
+        """k_p(x_index[r], x_j), shape (len(index), N)."""
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        out = np.empty((index.shape[0], self.n))
+        kernel_rows(*self.constants, index, out)
+        return out
+
+    def matrix(self):
+        """The dense K_p, (N, N), 8 N^2 bytes."""
+        out = np.empty((self.n, self.n))
+        kernel_matrix(*self.constants, out)
+        return out
