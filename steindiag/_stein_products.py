@@ -451,3 +451,28 @@ class KernelPoints:
         out = np.empty((self.n, self.n))
         kernel_matrix(*self.constants, out)
         return out
+
+
+# Below this many points the sequential solvers (Frank-Wolfe, greedy thinning) run on one
+# thread: each of their steps is a few microseconds of work per thread, less than waking
+# the thread pool, and on a shared machine one late thread stalls every step.
+PARALLEL_MIN_N = 20_000
+
+
+class threads_for:
+    """Context manager: Numba threads for a sequential solver over ``n`` points."""
+
+    def __init__(self, n):
+        self.serial = n < PARALLEL_MIN_N
+        self.saved = None
+
+    def __enter__(self):
+        if self.serial:
+            self.saved = nb.get_num_threads()
+            nb.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            nb.set_num_threads(self.saved)
+        return False

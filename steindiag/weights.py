@@ -10,7 +10,6 @@ import numbers
 import os
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import xarray as xr
 
@@ -28,9 +27,6 @@ _AUTO_DENSE_MAX_N = 3000
 # Bytes per entry of K_p the dense path holds at its peak: K_p itself and piqp's copy,
 # KKT matrix and factor (measured: piqp's DenseSolver adds about 2-3 copies of P).
 _DENSE_BYTES_PER_ENTRY = 32
-# Below this many points Frank-Wolfe runs on one thread: each iteration is a few
-# microseconds of work per thread, less than the cost of waking a thread pool.
-_FW_PARALLEL_MIN_N = 20_000
 # Exact K_p @ w refreshes of the running gradient before giving up on rounding drift.
 _FW_MAX_REFRESH = 3
 _PIQP_EPS = 1e-10
@@ -158,8 +154,6 @@ def _solve_frank_wolfe(points, *, tol, max_iter):
     if max_iter is None:
         max_iter = 50 * n + 10_000
     weights = np.full(n, 1.0 / n)
-    threads = numba.get_num_threads()
-    serial = n < _FW_PARALLEL_MIN_N
     gradient = points.matvec(weights)
     ksd2_uniform = float(gradient.mean())
     iterations = 0
@@ -167,15 +161,11 @@ def _solve_frank_wolfe(points, *, tol, max_iter):
     for _ in range(_FW_MAX_REFRESH + 1):
         remaining = max_iter - iterations
         if remaining > 0:
-            try:
-                if serial:
-                    numba.set_num_threads(1)
+            with _stein_products.threads_for(n):
                 done, _, _ = _stein_products.pairwise_frank_wolfe(
                     *points.constants, points.diagonal, weights, gradient, float(tol),
                     int(remaining),
                 )
-            finally:
-                numba.set_num_threads(threads)
             iterations += int(done)
         weights /= weights.sum()
         objective, gap, gradient = _certify(points, weights)
@@ -472,23 +462,23 @@ stein_weights.__doc__ = stein_weights.__doc__.format(params=_weights_doc_paramet
 
 
 def _posterior_dataset(data, group):
-    """The ``group`` of an InferenceData / DataTree, or a Dataset itself."""
-    if isinstance(data, xr.Dataset):
-        return data
+    """The ``group`` of an InferenceData / DataTree (read with xarray), or a Dataset itself."""
+    from steindiag._data import _container_kind, _get_group, _group_names
+
     if isinstance(data, xr.DataArray):
         return data.to_dataset(name=data.name if data.name is not None else "x")
-    if hasattr(data, "children") and hasattr(data, "to_dataset"):  # xarray.DataTree
-        if group not in data.children:
-            raise ValueError(f"group {group!r} is not in the DataTree; it has {list(data.children)}.")
-        return data[group].to_dataset()
-    if hasattr(data, "groups") and callable(data.groups):  # arviz.InferenceData (0.x)
-        if group not in data.groups():
-            raise ValueError(f"group {group!r} is not in the InferenceData; it has {data.groups()}.")
-        return getattr(data, group)
-    raise TypeError(
-        "data must be an array, an xarray.Dataset, an xarray.DataTree or an "
-        f"arviz.InferenceData; got {type(data).__name__}."
-    )
+    kind = _container_kind(data)
+    if kind == "dataset":
+        return data
+    if kind is None:
+        raise TypeError(
+            "data must be an array, an xarray.Dataset, an xarray.DataTree or an "
+            f"arviz.InferenceData; got {type(data).__name__}."
+        )
+    dataset = _get_group(data, group)
+    if dataset is None:
+        raise ValueError(f"data has no group {group!r}; its groups are {_group_names(data)}.")
+    return dataset
 
 
 def _select_vars(dataset, var_names, coords):
