@@ -1,0 +1,393 @@
+"""Tests of the Stein-kernel products, ``stein_weights`` and ``weighted_summary``.
+
+Sources of truth: the slow plain-NumPy kernel matrix in tests/reference.py (MATH.md
+section 2), closed forms (the equality-constrained QP optimum, the stationary variance
+of unadjusted Langevin on a Gaussian, E|mean|^2 = d / N for i.i.d. draws), published
+results (Liu & Lee 2017), NumPy's own weighted statistics, and ArviZ's labels.
+"""
+
+import builtins
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import steindiag
+from steindiag import _stein_products
+from steindiag._preconditioner import make_preconditioner
+from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import imq_stein_kernel_matrix, lambda_for, standardize_reference  # noqa: E402
+
+try:
+    import piqp  # noqa: F401
+
+    HAS_PIQP = True
+except ImportError:
+    HAS_PIQP = False
+
+needs_piqp = pytest.mark.skipif(not HAS_PIQP, reason="piqp (steindiag[weights]) not installed")
+
+
+def gaussian_draws(seed, n_chain, n_draw, d, shift=0.0):
+    """Draws of N(shift, I) and the scores of the target N(0, I)."""
+    x = np.random.default_rng(seed).standard_normal((n_chain, n_draw, d)) + shift
+    return x, -x
+
+
+def reference_matrix(x, s, preconditioner, c=1.0, beta=-0.5):
+    """K_p from tests/reference.py for pooled (N, d) draws, independent of steindiag."""
+    if preconditioner == "standardize":
+        x, s = standardize_reference(x, x, s)
+    lam = lambda_for(preconditioner, x)
+    return imq_stein_kernel_matrix(x, s, x, s, np.linalg.inv(lam), c, beta)
+
+
+# -- products ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preconditioner", ["identity", "standardize", "med", "smpcov"])
+@pytest.mark.parametrize("beta", [-0.5, -0.3])
+def test_products_match_reference_matrix(preconditioner, beta):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((301, 3)) @ np.array([[1.0, 0.5, 0.0], [0.0, 2.0, 0.3], [0, 0, 0.5]])
+    s = -x + 0.1 * rng.standard_normal(x.shape)
+    c = 1.3
+    pre = make_preconditioner(preconditioner, x, ["a", "b", "c"])
+    points = _stein_products.KernelPoints(x, s, pre, c, beta)
+    K = reference_matrix(x, s, preconditioner, c, beta)
+    w = rng.random(x.shape[0])
+    scale = np.abs(K).max()
+    # Truth: the explicit N x N matrix of tests/reference.py (MATH.md section 2).
+    np.testing.assert_allclose(points.matrix(), K, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(points.matvec(w), K @ w, rtol=0, atol=1e-12 * scale * w.sum())
+    index = np.array([0, 17, 300])
+    np.testing.assert_allclose(points.rows(index), K[index], rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(points.diagonal, np.diag(K), rtol=0, atol=1e-12 * scale)
+
+
+def test_matvec_same_result_any_thread_count():
+    import numba
+
+    x, s = gaussian_draws(0, 1, 700, 4)
+    pre = make_preconditioner("identity", x[0], list("abcd"))
+    points = _stein_products.KernelPoints(x[0], s[0], pre, 1.0, -0.5)
+    w = np.random.default_rng(1).random(700)
+    full = points.matvec(w)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        single = points.matvec(w)
+    finally:
+        numba.set_num_threads(saved)
+    # Truth: the static partition into _MATVEC_PARTS parts fixes the summation order.
+    np.testing.assert_array_equal(full, single)
+
+
+# -- the QP -----------------------------------------------------------------------------
+
+
+def test_interior_optimum_matches_closed_form():
+    # For d = 10 the optimum is interior (all w_i > 0), so it solves the equality-
+    # constrained QP: w* = K^-1 1 / (1^T K^-1 1), f* = 1 / (1^T K^-1 1) (KKT; checked
+    # below that every w* > 0, which makes it the optimum of the full QP).
+    x, s = gaussian_draws(11, 1, 250, 10)
+    K = reference_matrix(x[0], s[0], "identity")
+    z = np.linalg.solve(K, np.ones(250))
+    assert np.all(z > 0)
+    w_star, f_star = z / z.sum(), 1.0 / z.sum()
+    methods = ["frank-wolfe"] + (["dense"] if HAS_PIQP else [])
+    for method in methods:
+        w = stein_weights(x, score=s, preconditioner="identity", method=method, tol=1e-11)
+        f = w.attrs["ksd_weighted"] ** 2
+        assert abs(f - f_star) <= 1e-8 * f_star, method
+        np.testing.assert_allclose(w.values[0], w_star, rtol=1e-3, atol=1e-9)
+
+
+@needs_piqp
+@pytest.mark.parametrize("d, per_chain", [(5, False), (8, True)])
+def test_dense_and_frank_wolfe_agree(d, per_chain):
+    x, s = gaussian_draws(7, 2, 300, d, shift=0.3)
+    dense = stein_weights(x, score=s, method="dense", per_chain=per_chain)
+    fw = stein_weights(x, score=s, method="frank-wolfe", per_chain=per_chain, tol=1e-10)
+    f_dense = np.asarray(dense.attrs["ksd_weighted"]) ** 2
+    f_fw = np.asarray(fw.attrs["ksd_weighted"]) ** 2
+    # Truth: the optimal value of a convex QP is unique, whichever solver finds it.
+    np.testing.assert_allclose(f_fw, f_dense, rtol=1e-8)
+    # Truth: both report the same uniform V-statistic as the engine (MATH.md section 3).
+    np.testing.assert_allclose(dense.attrs["ksd_uniform"], fw.attrs["ksd_uniform"], rtol=1e-12)
+
+
+def test_weights_beat_uniform_and_match_engine():
+    x, s = gaussian_draws(2, 3, 200, 3, shift=0.5)
+    w = stein_weights(x, score=s)
+    ksd = steindiag.ksd(x, score=s)
+    # Truth: uniform weights are feasible, so the optimum is no worse; the uniform value
+    # is the pooled V-statistic of the engine.
+    assert w.attrs["ksd_weighted"] < w.attrs["ksd_uniform"]
+    np.testing.assert_allclose(w.attrs["ksd_uniform"], float(ksd["ksd_pooled"]), rtol=1e-10)
+    assert w.dims == ("chain", "draw") and w.name == "stein_weight"
+    assert w.attrs["converged"] == 1
+    assert w.attrs["relative_duality_gap"] <= 1e-8 or w.attrs["method"] == "dense"
+
+
+def test_per_chain_weights_match_each_chain_alone():
+    x, s = gaussian_draws(4, 2, 150, 4, shift=0.3)
+    both = stein_weights(x, score=s, per_chain=True, method="frank-wolfe", tol=1e-10,
+                         preconditioner="identity")
+    ksd = steindiag.ksd(x, score=s, preconditioner="identity")
+    # Truth: per chain, each chain sums to 1 and the uniform value is the per-chain KSD.
+    np.testing.assert_allclose(both.sum("draw").values, 1.0, rtol=1e-12)
+    np.testing.assert_allclose(both.attrs["ksd_uniform"], ksd["ksd"].values, rtol=1e-10)
+    # With a fixed Lambda (identity) the kernel does not depend on the other chain, so
+    # chain 1 alone is the same QP.
+    alone = stein_weights(x[1:], score=s[1:], method="frank-wolfe", tol=1e-10,
+                          preconditioner="identity")
+    f_alone = alone.attrs["ksd_weighted"] ** 2
+    np.testing.assert_allclose(both.attrs["ksd_weighted"][1] ** 2, f_alone, rtol=1e-8)
+
+
+def test_liu_lee_iid_gaussian_mean_error_falls_by_orders_of_magnitude():
+    # Liu & Lee (2017), Black-box importance sampling, Fig. 2: for N = 100 i.i.d. draws
+    # of N(0, I_2), KSD-optimal weights cut the MSE of the mean by about two orders of
+    # magnitude. Closed form for uniform weights: E|mean|^2 = d / N = 0.02; averaged over
+    # S = 10 seeds its sd is sqrt(2 d / S) / N = 0.006, so the observed uniform MSE lies
+    # in [0.002, 0.038] with overwhelming probability.
+    d, n, seeds = 2, 100, range(10)
+    weighted, uniform = [], []
+    for seed in seeds:
+        x = np.random.default_rng(seed).standard_normal((1, n, d))
+        w = stein_weights(x, score=-x).values.reshape(-1)
+        weighted.append(np.sum((w @ x[0]) ** 2))
+        uniform.append(np.sum(x[0].mean(axis=0) ** 2))
+    assert 0.002 < np.mean(uniform) < 0.038
+    # "Orders of magnitude": at least 20x below the closed-form uniform MSE d / N.
+    assert np.mean(weighted) < (d / n) / 20
+
+
+def ula(rng, n_chain, n_draw, step, mean, var, burn=200):
+    """Unadjusted Langevin on N(mean, diag(var)): x += step * s(x) + sqrt(2 step) xi."""
+    x = mean + np.sqrt(var) * rng.standard_normal((n_chain, mean.size))
+    out = np.empty((n_chain, n_draw, mean.size))
+    for t in range(burn + n_draw):
+        x = x - step * (x - mean) / var + np.sqrt(2 * step) * rng.standard_normal(x.shape)
+        if t >= burn:
+            out[:, t - burn] = x
+    return out
+
+
+def test_biased_langevin_weights_recover_the_variance():
+    mean, var, step = np.array([1.0, -2.0]), np.array([1.0, 4.0]), 0.5
+    x = ula(np.random.default_rng(5), 4, 400, step, mean, var)
+    s = -(x - mean) / var
+    # Closed form: ULA on a Gaussian is an AR(1) with stationary variance
+    # 2 h / (1 - (1 - h / var)^2) = 4/3 for var = 1, h = 0.5 (33 % too large).
+    ula_var = 2 * step / (1 - (1 - step / var) ** 2)
+    unweighted = x.reshape(-1, 2).var(axis=0)
+    assert abs(unweighted[0] - ula_var[0]) < 0.15  # the sample shows the ULA bias
+    w = stein_weights(x, score=s)
+    table = weighted_summary(x, w)
+    weighted_var = table["sd"].to_numpy() ** 2
+    # Truth: the target variance var; weighted must be much closer than unweighted.
+    assert abs(weighted_var[0] - var[0]) < 0.25 * abs(unweighted[0] - var[0])
+    second_moment_error = np.abs(weighted_var - var).sum()
+    assert second_moment_error < 0.3 * np.abs(unweighted - var).sum()
+    np.testing.assert_allclose(table["mean"].to_numpy(), mean, atol=0.15)
+
+
+# -- properties -------------------------------------------------------------------------
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), n_draw=st.integers(5, 60), d=st.integers(1, 4),
+       method=st.sampled_from(["frank-wolfe", "auto"]))
+def test_weights_on_simplex_and_deterministic(seed, n_draw, d, method):
+    x = np.random.default_rng(seed).standard_normal((2, n_draw, d)) * 1.5 + 0.4
+    s = -x
+    try:
+        first = stein_weights(x, score=s, method=method, tol=1e-6)
+    except SteinWeightsError:
+        return  # a badly conditioned instance is reported, never returned
+    second = stein_weights(x, score=s, method=method, tol=1e-6)
+    # Truth: the constraints of the QP; and no hidden randomness (same input, same output).
+    assert np.all(first.values >= 0)
+    assert abs(float(first.sum()) - 1.0) < 1e-12
+    np.testing.assert_array_equal(first.values, second.values)
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+def test_dense_that_does_not_fit_says_so():
+    x, s = gaussian_draws(0, 1, 100, 2)
+    with pytest.raises(MemoryError, match="frank-wolfe"):
+        stein_weights(x, score=s, method="dense", memory_limit=1000)
+    # "auto" falls back to the matrix-free method instead of failing.
+    w = stein_weights(x, score=s, method="auto", memory_limit=1000, tol=1e-4)
+    assert w.attrs["method"] == "frank-wolfe"
+
+
+def test_missing_solver_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_piqp(name, *args, **kwargs):
+        if name == "piqp":
+            raise ImportError("No module named 'piqp'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setitem(sys.modules, "piqp", None)
+    monkeypatch.setattr(builtins, "__import__", no_piqp)
+    x, s = gaussian_draws(0, 1, 50, 3)
+    with pytest.raises(ImportError, match=r"steindiag\[weights\]"):
+        stein_weights(x, score=s, method="dense")
+    assert stein_weights(x, score=s, method="auto").attrs["method"] == "frank-wolfe"
+
+
+def test_non_convergence_is_reported_not_returned():
+    x, s = gaussian_draws(1, 1, 200, 3, shift=0.5)
+    with pytest.raises(SteinWeightsError, match="did not converge"):
+        stein_weights(x, score=s, method="frank-wolfe", max_iter=3)
+    if HAS_PIQP:
+        with pytest.raises(SteinWeightsError, match="did not converge"):
+            stein_weights(x, score=s, method="dense", max_iter=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"method": "qp"}, ValueError, "method"),
+        ({"tol": 0.0}, ValueError, "tol"),
+        ({"tol": "small"}, TypeError, "tol"),
+        ({"per_chain": "yes"}, TypeError, "per_chain"),
+        ({"max_iter": 0}, ValueError, "max_iter"),
+        ({"max_iter": 2.5}, TypeError, "max_iter"),
+        ({"memory_limit": -1}, ValueError, "memory_limit"),
+        ({"beta": 0.5}, ValueError, "beta"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    x, s = gaussian_draws(0, 1, 20, 2)
+    with pytest.raises(error, match=match):
+        stein_weights(x, score=s, **kwargs)
+
+
+# -- traces -----------------------------------------------------------------------------
+
+
+def posterior_dataset(seed=0, n_chain=2, n_draw=150):
+    rng = np.random.default_rng(seed)
+    return xr.Dataset(
+        {
+            "mu": (("chain", "draw"), rng.standard_normal((n_chain, n_draw)) + 0.3),
+            "theta": (("chain", "draw", "school"), rng.standard_normal((n_chain, n_draw, 3))),
+        },
+        coords={"chain": [0, 1][:n_chain], "draw": np.arange(n_draw) + 500,
+                "school": ["a", "b", "c"]},
+    )
+
+
+def test_weights_of_a_dataset_trace_carry_its_coordinates():
+    posterior = posterior_dataset()
+    w = stein_weights(posterior, score=lambda x: -x, tol=1e-6)
+    # Truth: the trace's own chain and draw coordinates.
+    np.testing.assert_array_equal(w["draw"].values, posterior["draw"].values)
+    np.testing.assert_array_equal(w["chain"].values, posterior["chain"].values)
+    assert w.attrs["parameters"][:2] == ["mu", "theta[0]"]
+
+
+# -- weighted summary -------------------------------------------------------------------
+
+
+def test_weighted_summary_matches_numpy():
+    posterior = posterior_dataset(3)
+    rng = np.random.default_rng(9)
+    weights = rng.random((2, 150))
+    weights[0, :10] = 0.0
+    table = weighted_summary(posterior, weights, quantiles=(0.1, 0.5, 0.9))
+    w = (weights / weights.sum()).reshape(-1)
+    theta_b = posterior["theta"].sel(school="b").values.reshape(-1)
+    row = table.loc["theta[b]"]
+    # Truth: NumPy's weighted mean and inverted-CDF weighted quantiles (numpy >= 2.0),
+    # and the reliability-weights variance sum w (x - m)^2 / (1 - sum w^2).
+    assert row["mean"] == pytest.approx(np.average(theta_b, weights=w), rel=1e-12)
+    m = np.average(theta_b, weights=w)
+    sd = np.sqrt(np.sum(w * (theta_b - m) ** 2) / (1 - np.sum(w**2)))
+    assert row["sd"] == pytest.approx(sd, rel=1e-12)
+    if np.lib.NumpyVersion(np.__version__) >= "2.0.0":
+        expected = np.quantile(theta_b, [0.1, 0.5, 0.9], weights=w, method="inverted_cdf")
+        np.testing.assert_allclose(row[["q10%", "q50%", "q90%"]].to_numpy(float), expected)
+    # Truth: Kish (1965), 1 / sum w^2.
+    assert table.attrs["kish_ess"] == pytest.approx(1.0 / np.sum(w**2))
+
+
+def test_weighted_summary_uniform_weights_is_the_plain_summary():
+    x = np.random.default_rng(4).standard_normal((3, 80, 2))
+    table = weighted_summary(x, np.ones((3, 80)))
+    flat = x.reshape(-1, 2)
+    # Truth: uniform weights give the sample mean, the ddof=1 sd and N as Kish ESS.
+    np.testing.assert_allclose(table["mean"].to_numpy(), flat.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(table["sd"].to_numpy(), flat.std(axis=0, ddof=1), rtol=1e-12)
+    assert table["ess_kish"].iloc[0] == pytest.approx(240)
+    assert list(table.index) == ["x[0]", "x[1]"]
+
+
+def test_weighted_summary_labels_like_arviz():
+    az = pytest.importorskip("arviz")
+    posterior = posterior_dataset()
+    posterior["S"] = (("chain", "draw", "i", "j"), np.ones((2, 150, 2, 2)))
+    table = weighted_summary(posterior, np.ones((2, 150)))
+    try:
+        expected = az.summary(posterior, kind="stats")
+    except TypeError:  # ArviZ 1.x
+        expected = az.summary(posterior)
+    # Truth: arviz.summary's own row labels for the same posterior.
+    assert list(table.index) == list(expected.index)
+
+
+def test_weighted_summary_of_containers():
+    posterior = posterior_dataset()
+    weights = stein_weights(posterior, score=lambda x: -x, tol=1e-6)
+    reference = weighted_summary(posterior, weights)
+    containers = []
+    if hasattr(xr, "DataTree"):
+        containers.append(xr.DataTree.from_dict({"posterior": posterior}))
+    try:
+        import arviz as az
+
+        if az.__version__.startswith("0."):  # ArviZ 1.x uses DataTree instead
+            containers.append(az.InferenceData(posterior=posterior))
+    except ImportError:
+        pass
+    for container in containers:
+        table = weighted_summary(container, weights)
+        # Truth: the same posterior group read from its container.
+        np.testing.assert_array_equal(table.to_numpy(), reference.to_numpy())
+        assert list(table.index) == list(reference.index)
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        (np.ones((2, 149)), "do not match"),
+        (np.ones((3, 150)), "do not match"),
+        (-np.ones((2, 150)), ">= 0"),
+        (np.zeros((2, 150)), "all be zero"),
+        (np.full((2, 150), np.nan), "finite"),
+    ],
+)
+def test_weighted_summary_rejects_weights_not_matching(weights, match):
+    with pytest.raises(ValueError, match=match):
+        weighted_summary(posterior_dataset(), weights)
+
+
+def test_weighted_summary_rejects_other_draw_coordinates():
+    posterior = posterior_dataset()
+    weights = stein_weights(posterior, score=lambda x: -x, tol=1e-6)
+    shifted = weights.assign_coords(draw=weights["draw"].values + 1)
+    with pytest.raises(ValueError, match="do not match"):
+        weighted_summary(posterior, shifted)
