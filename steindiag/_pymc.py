@@ -181,13 +181,21 @@ def _as_tensor(variable, dims=None):
 
 def _lower_xtensor(outputs):
     """Rewrite xtensor ops (``pymc.dims`` models) into plain tensor ops."""
-    from pytensor.graph.basic import ancestors
+    try:
+        from pytensor.graph.traversal import ancestors
+    except ImportError:  # PyTensor < 2.31
+        from pytensor.graph.basic import ancestors
 
     if not any(_is_xtensor(var) for var in ancestors(outputs)):
         return outputs
+    from pytensor.graph.replace import clone_replace
     from pytensor.graph.rewriting.utils import rewrite_graph
 
-    return rewrite_graph(outputs, include=("lower_xtensor",), clone=True)
+    # Copy the nodes but keep the graph inputs (the core placeholders), so that the
+    # lowered graph can still be vectorised with respect to them; rewrite_graph's own
+    # clone=True also copies the inputs (PyTensor 2.x).
+    outputs = clone_replace(list(outputs))
+    return rewrite_graph(outputs, include=("lower_xtensor",), clone=False)
 
 
 def _batch_placeholders(core_inputs):
