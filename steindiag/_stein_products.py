@@ -225,6 +225,10 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
     chunk_argmax = np.empty(n_chunks, dtype=np.int64)
     chunk_min = np.empty(n_chunks)
     chunk_f = np.empty(n_chunks)
+    # Per-chunk scratch, allocated once (an allocation per chunk and step costs as much
+    # as the kernel evaluations of a 256-point chunk).
+    scratch = np.empty((n_chunks, 5, _BLOCK))
+    point = np.empty((n_chunks, 2, d))
 
     # Initial away point, min g and f.
     v = -1
@@ -247,12 +251,12 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
         k_vv = diagonal[v]
         # Pass 1: row v and the best partner s in each chunk.
         for chunk in nb.prange(n_chunks):
-            qdist = np.empty(_BLOCK)
-            a2dist = np.empty(_BLOCK)
-            uads = np.empty(_BLOCK)
-            ss = np.empty(_BLOCK)
-            x_i = np.empty(d)
-            s_i = np.empty(d)
+            qdist = scratch[chunk, 0]
+            a2dist = scratch[chunk, 1]
+            uads = scratch[chunk, 2]
+            ss = scratch[chunk, 3]
+            x_i = point[chunk, 0]
+            s_i = point[chunk, 1]
             j0 = chunk * _BLOCK
             nj = min(_BLOCK, n - j0)
             _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, v, j0, nj,
@@ -289,13 +293,13 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
         weights[s] += gamma
         # Pass 2: row s, the gradient update, the next away point, min g and f.
         for chunk in nb.prange(n_chunks):
-            qdist = np.empty(_BLOCK)
-            a2dist = np.empty(_BLOCK)
-            uads = np.empty(_BLOCK)
-            ss = np.empty(_BLOCK)
-            row_s = np.empty(_BLOCK)
-            x_i = np.empty(d)
-            s_i = np.empty(d)
+            qdist = scratch[chunk, 0]
+            a2dist = scratch[chunk, 1]
+            uads = scratch[chunk, 2]
+            ss = scratch[chunk, 3]
+            row_s = scratch[chunk, 4]
+            x_i = point[chunk, 0]
+            s_i = point[chunk, 1]
             j0 = chunk * _BLOCK
             nj = min(_BLOCK, n - j0)
             _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, s, j0, nj,
@@ -454,9 +458,12 @@ class KernelPoints:
 
 
 # Below this many points the sequential solvers (Frank-Wolfe, greedy thinning) run on one
-# thread: each of their steps is a few microseconds of work per thread, less than waking
-# the thread pool, and on a shared machine one late thread stalls every step.
-PARALLEL_MIN_N = 20_000
+# thread. Each of their steps ends in a barrier, and on a machine shared with other work
+# one descheduled thread stalls every step: measured on 2 shared cores (load ~1.5), one
+# Frank-Wolfe iteration took 0.25 ms on 1 thread and 3.3 ms on 2 at N = 2 * 10^4, and
+# 1.5-2.5 ms vs 5.8-7.5 ms at N = 10^5. The products (K_p w, the dense K_p) are single
+# large parallel regions and always use every thread.
+PARALLEL_MIN_N = 1_000_000
 
 
 class threads_for:

@@ -24,6 +24,12 @@ __all__ = ["stein_weights", "weighted_summary"]
 # 3000 points, N^3 beyond; pairwise Frank-Wolfe is faster above it when K_p is well
 # conditioned).
 _AUTO_DENSE_MAX_N = 3000
+# With at most this many parameters K_p is numerically low-rank and Frank-Wolfe needs
+# hundreds of iterations per point (measured at N = 3000: d = 3 not converged after
+# 130 N iterations; d = 4: 37 N; d = 5: 13 N; d = 10: 5 N), so "auto" keeps the dense
+# QP up to _AUTO_DENSE_MAX_N_LOW_D points (piqp at d = 2: 21 s for N = 4000).
+_LOW_D = 3
+_AUTO_DENSE_MAX_N_LOW_D = 8000
 # Bytes per entry of K_p the dense path holds at its peak: K_p itself and piqp's copy,
 # KKT matrix and factor (measured: piqp's DenseSolver adds about 2-3 copies of P).
 _DENSE_BYTES_PER_ENTRY = 32
@@ -176,8 +182,10 @@ def _solve_frank_wolfe(points, *, tol, max_iter):
         raise SteinWeightsError(
             f"stein_weights: pairwise Frank-Wolfe did not converge in {iterations} "
             f"iterations (max_iter = {max_iter}); the certified relative duality gap is "
-            f"{rel:.3g} > tol = {tol:g}. K_p is badly conditioned for few parameters "
-            "and many draws: use method='dense' if it fits in memory, pass a larger tol, "
+            f"{rel:.3g} > tol = {tol:g} (KSD {np.sqrt(max(objective, 0.0)):.6g} reached, "
+            f"{np.sqrt(max(ksd2_uniform, 0.0)):.6g} with uniform weights). K_p is badly "
+            "conditioned for few parameters (d <= 3) and many draws: use method='dense' "
+            "if it fits in memory, thin the draws first (stein_thin), pass a larger tol, "
             "or increase max_iter."
         )
     return _Solution(weights=weights, ksd2=objective, ksd2_uniform=ksd2_uniform, gap=gap,
@@ -228,11 +236,12 @@ def _check_dense_memory(n, memory_limit):
         )
 
 
-def _choose_method(method, n, memory_limit):
+def _choose_method(method, n, d, memory_limit):
     if method != "auto":
         return method
     limit = _available_memory() if memory_limit is None else memory_limit
-    if n <= _AUTO_DENSE_MAX_N and _dense_bytes(n) <= limit and _piqp_available():
+    max_n = _AUTO_DENSE_MAX_N_LOW_D if d <= _LOW_D else _AUTO_DENSE_MAX_N
+    if n <= max_n and _dense_bytes(n) <= limit and _piqp_available():
         return "dense"
     return "frank-wolfe"
 
@@ -300,10 +309,11 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         ``"dense"``: the exact QP with the interior-point solver piqp (optional extra
         ``steindiag[weights]``); holds K_p, about 32 N^2 bytes at its peak.
         ``"frank-wolfe"``: matrix-free pairwise Frank-Wolfe; O(N d) memory, K_p is
-        never stored; fast when K_p is well conditioned (d of about 5 or more), slow
-        for one or two parameters and many draws. ``"auto"``: ``"dense"`` for at
-        most 3000 draws per problem when piqp is installed and the matrix fits in
-        ``memory_limit``, else ``"frank-wolfe"``.
+        never stored; fast when K_p is well conditioned (d >= 4: 5-40 N iterations),
+        very slow for d <= 3 and many draws (K_p numerically low-rank). ``"auto"``:
+        ``"dense"`` when piqp is installed, the matrix fits in ``memory_limit`` and
+        there are at most 3000 draws per problem (8000 if d <= 3), else
+        ``"frank-wolfe"``.
     per_chain : bool, default False
         Solve one problem per chain (weights sum to 1 within each chain) instead of
         one over all draws pooled (weights sum to 1 over all draws).
@@ -380,8 +390,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     Examples
     --------
     >>> import numpy as np, steindiag
-    >>> x = np.random.default_rng(0).standard_normal((2, 200, 2)) + 0.3  # biased draws
-    >>> w = steindiag.stein_weights(x, score=-x, method="frank-wolfe", tol=1e-6)
+    >>> x = np.random.default_rng(0).standard_normal((2, 200, 4)) + 0.3  # biased draws
+    >>> w = steindiag.stein_weights(x, score=-x, method="frank-wolfe")
     >>> w.dims, bool(abs(float(w.sum()) - 1) < 1e-12)
     (('chain', 'draw'), True)
     >>> bool(w.attrs["ksd_weighted"] < w.attrs["ksd_uniform"])
@@ -399,7 +409,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         problems = [(prepared.draws[k], prepared.scores[k]) for k in range(n_chain)]
     else:
         problems = [(prepared.draws.reshape(-1, d), prepared.scores.reshape(-1, d))]
-    chosen = _choose_method(method, problems[0][0].shape[0], memory_limit)
+    chosen = _choose_method(method, problems[0][0].shape[0], d, memory_limit)
     label, solve = _SOLVERS[chosen]
     options = {"tol": tol, "max_iter": max_iter}
     if chosen == "dense":
