@@ -132,8 +132,13 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
         or chunk_size < 1
     ):
         raise ValueError(f"chunk_size must be a positive integer or None; got {chunk_size!r}.")
-    if compile_mode is not None and not isinstance(compile_mode, str):
-        raise TypeError(f"compile_mode must be a string or None; got {compile_mode!r}.")
+    if compile_mode is not None and not (
+        isinstance(compile_mode, str) or type(compile_mode).__name__ == "Mode"
+    ):
+        raise TypeError(
+            f"compile_mode must be a PyTensor mode (a name such as 'CVM' or 'NUMBA', or a "
+            f"pytensor Mode) or None; got {compile_mode!r}."
+        )
     return var_names, dict(coords) if coords else None, tuple(sample_dims)
 
 
@@ -568,9 +573,10 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
     chunk_size : int, optional
         Draws per evaluation of the score (default: for a PyMC model, sized so that an
         intermediate array holds about 32k elements; for a callable, 4096).
-    compile_mode : str, optional
-        PyTensor mode for the model's batched graphs (default: "CVM", the C backend,
-        when a C++ compiler is available, else "NUMBA").
+    compile_mode : str or pytensor.compile.Mode, optional
+        PyTensor mode for the model's batched score graph (default: "CVM", the C
+        backend, when a C++ compiler is available, else "NUMBA"; see
+        benchmarks/bench_scores.py for compile and run times).
 
     Returns
     -------

@@ -314,6 +314,11 @@ def _cached(model, key, build):
     return per_model[key]
 
 
+def _mode_key(mode):
+    # A Mode object is keyed by identity; the cached function holds a reference to it.
+    return mode if isinstance(mode, str) else ("Mode", id(mode))
+
+
 def _layout_key(layout):
     return tuple((var.value_name, var.value_shape, var.shape) for var in layout)
 
@@ -365,7 +370,7 @@ def unconstrained_values(model, layout, arrays, stored, *, chunk_size=None, mode
             [np.asarray(a, dtype=np.float64).reshape(n_draws, -1) for a in arrays], axis=1
         )
     mode = _FORWARD_MODE if mode is None else mode
-    key = ("forward", _layout_key(layout), tuple(stored), mode)
+    key = ("forward", _layout_key(layout), tuple(stored), _mode_key(mode))
     function = _cached(model, key, lambda: _build_forward_function(model, layout, stored, mode))
     dtypes = [
         (var.value.type.dtype if kind == "unconstrained" else var.rv.type.dtype)
@@ -404,7 +409,7 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     and cached. Memory: O(chunk_size * (d + size of the observed data)).
     """
     mode = default_compile_mode() if mode is None else mode
-    key = ("score", _layout_key(layout), mode)
+    key = ("score", _layout_key(layout), _mode_key(mode))
     function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
     n_draws, d = flat_draws.shape
     inputs, start = [], 0

@@ -23,7 +23,9 @@ import steindiag  # noqa: E402
 import steindiag.accessors  # noqa: E402,F401  (registers DataTree.stein)
 from steindiag._data import prepare_trace  # noqa: E402
 
-FAST = {"mode": "FAST_COMPILE"}  # for pm.draw / pm.sample helpers only (cold-start time)
+# PyMC's own functions (pm.draw, pm.sample, the compile_logp/compile_dlogp used as truth)
+# run on the Python linker: no C/Numba compilation on a cold machine.
+FAST = {"mode": "FAST_COMPILE"}
 
 
 def _dims_for(name, array, n_sample_dims=2):
@@ -157,7 +159,7 @@ def test_unconstrained_draws_match_include_transformed(transforms_model, sampled
 
 def test_scores_match_per_draw_dlogp(transforms_model, transforms_prior_trace):
     prepared = prepare_trace(transforms_prior_trace, transforms_model)
-    dlogp = transforms_model.compile_dlogp(jacobian=True)
+    dlogp = transforms_model.compile_dlogp(jacobian=True, **FAST)
     flat_draws = prepared.draws.reshape(-1, prepared.draws.shape[2])
     flat_scores = prepared.scores.reshape(flat_draws.shape)
     for i in range(flat_draws.shape[0]):
@@ -169,7 +171,7 @@ def test_scores_match_per_draw_dlogp(transforms_model, transforms_prior_trace):
 
 def test_scores_match_finite_differences(transforms_model, transforms_prior_trace):
     prepared = prepare_trace(transforms_prior_trace, transforms_model)
-    logp = transforms_model.compile_logp(jacobian=True)
+    logp = transforms_model.compile_logp(jacobian=True, **FAST)
     flat_draws = prepared.draws.reshape(-1, prepared.draws.shape[2])
     flat_scores = prepared.scores.reshape(flat_draws.shape)
     step = 1e-5
@@ -204,7 +206,7 @@ def test_labels_attrs_and_chunking(transforms_model, transforms_prior_trace):
 
 
 def test_model_with_score_callable(transforms_model, transforms_prior_trace):
-    dlogp = transforms_model.compile_dlogp(jacobian=True)
+    dlogp = transforms_model.compile_dlogp(jacobian=True, **FAST)
     prepared = prepare_trace(
         transforms_prior_trace, transforms_model, batched=False,
         score=lambda row: dlogp(_point(transforms_model, row)),
@@ -363,7 +365,7 @@ def test_pymc_dims_model():
     # Truth: the value variables PyMC stored with include_transformed=True.
     expected = np.concatenate([posterior[n].values.reshape(2, 15, -1) for n in names], axis=2)
     np.testing.assert_allclose(prepared.draws, expected, rtol=1e-9, atol=1e-9)
-    dlogp = model.compile_dlogp(jacobian=True)
+    dlogp = model.compile_dlogp(jacobian=True, **FAST)
     flat = prepared.draws.reshape(-1, expected.shape[2])
     for i in (0, 13, 29):
         # Truth: PyMC's per-draw gradient.
@@ -461,3 +463,19 @@ def test_missing_group_with_model(small_model):
     tree = xr.DataTree.from_dict({"posterior": _small_trace(np.random.default_rng(4))})
     with pytest.raises(ValueError, match="no group 'warmup_posterior'"):
         prepare_trace(tree, small_model, group="warmup_posterior")
+
+
+def test_unconstrained_posterior_group_is_used(small_model):
+    trace = _small_trace(np.random.default_rng(5))
+    log_sigma = np.log(trace["sigma"].values) + 0.25  # deliberately not log(sigma)
+    tree = xr.DataTree.from_dict({
+        "posterior": trace,
+        "unconstrained_posterior": xr.Dataset(
+            {"sigma_log__": (("chain", "draw"), log_sigma)},
+            coords={"chain": [0, 1], "draw": np.arange(10)},
+        ),
+    })
+    prepared = prepare_trace(tree, small_model, score=_minus_x)
+    # Truth: the stored unconstrained values are used as they are, not recomputed.
+    np.testing.assert_array_equal(prepared.draws[..., 3], log_sigma)
+    assert prepared.attrs["unconstrained_from"][1] == "unconstrained_posterior['sigma_log__']"
