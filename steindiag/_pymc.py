@@ -150,9 +150,9 @@ def default_compile_mode():
     """PyTensor mode used for the batched graphs.
 
     The C backend ("CVM") when a C++ compiler is configured: measured on PyTensor 2.38
-    and 3.3, it compiles a 10-parameter regression score graph in about 5-7 s on an
-    empty compile cache (NUMBA took 27 s on PyTensor 3) and evaluates 20,000 draws in
-    20-40 ms. Without a compiler, "NUMBA".
+    and 3.3 (benchmarks/bench_scores.py), the first call for a 10-parameter regression
+    takes 6-7 s on an empty compile cache (NUMBA: 36 s on PyTensor 3) and the compiled
+    score evaluates 20,000 draws in 35-40 ms. Without a compiler, "NUMBA".
     """
     import pytensor
 
