@@ -147,9 +147,16 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
 # --------------------------------------------------------------------------------------
 
 
-def _select(dataset, coords, what):
+def _select(dataset, coords, what, *, strict=False):
+    """``dataset.sel(coords)`` on the dims it has (``strict``: every dim must exist)."""
     if not coords:
         return dataset
+    unknown = [dim for dim in coords if dim not in dataset.dims]
+    if strict and unknown:
+        raise ValueError(
+            f"coords names dimension(s) {unknown} that {what} does not have; its dimensions "
+            f"are {list(dataset.dims)}."
+        )
     selection = {dim: values for dim, values in coords.items() if dim in dataset.dims}
     try:
         return dataset.sel(selection)
@@ -491,10 +498,9 @@ def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sa
     n_chain, n_draw = len(chain), len(draw)
     kinds = [item[0] for item in stored]
     arrays = [item[1].reshape(n_chain * n_draw, *item[1].shape[2:]) for item in stored]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        flat = _pymc.unconstrained_values(
-            model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
-        )
+    flat, outside = _pymc.unconstrained_values(
+        model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
+    )
     labels = [label for var in layout for label in _index_labels(var.value_name, var.value_shape)]
     draws = flat.reshape(n_chain, n_draw, -1)
     _where_not_finite(
@@ -503,6 +509,20 @@ def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sa
         "entry equal to 0, a value outside its bounds) or a NaN in the trace has no "
         "finite unconstrained value; drop those draws with coords= or fix the trace.",
     )
+    if outside:
+        details = []
+        for name, bad in outside.items():
+            chain_idx, draw_idx = np.nonzero(bad.reshape(n_chain, n_draw))
+            first = f"(chain={chain[chain_idx[0]].item()!r}, draw={draw[draw_idx[0]].item()!r})"
+            transform = next(var.transform for var in layout if var.name == name)
+            details.append(f"{name!r} at {int(bad.sum())} draws, first {first} "
+                           f"({transform} transform)")
+        raise ValueError(
+            "the trace's values are not in the support of the model's variables: "
+            + "; ".join(details) + ". The inverse transform does not give them back (e.g. a "
+            "simplex that does not sum to 1, a zero-sum vector whose sum is not 0): the "
+            "model does not match the trace."
+        )
     _pymc.check_model_data(
         model,
         _get_group(data, "observed_data"),
@@ -633,7 +653,7 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
             raise ValueError(
                 f"data has no group {group!r}; its groups are {_group_names(data)}."
             )
-    posterior = _select(posterior, coords, group_label)
+    posterior = _select(posterior, coords, group_label, strict=True)
     posterior, pair = _with_sample_dims(posterior, sample_dims, group_label)
     chain, draw = _coordinate(posterior, pair[0]), _coordinate(posterior, pair[1])
     stats_group = _COMPANION_GROUPS.get(group, (None, None))[1]

@@ -198,6 +198,40 @@ def _lower_xtensor(outputs):
     return rewrite_graph(outputs, include=("lower_xtensor",), clone=False)
 
 
+def _inline_op_from_graph(outputs):
+    """Replace OpFromGraph nodes (e.g. PyTensor 3's LogSumExp) by their inner graphs.
+
+    Vectorising an OpFromGraph wraps it in a Blockwise, which the C backend runs as a
+    Python loop over draws; its inner graph of elementary ops vectorises natively.
+    """
+    from pytensor.compile.builders import OpFromGraph
+    from pytensor.graph.fg import FunctionGraph
+    from pytensor.graph.replace import clone_replace
+    from pytensor.graph.rewriting.basic import dfs_rewriter, node_rewriter
+
+    try:
+        from pytensor.graph.traversal import applys_between, graph_inputs
+    except ImportError:  # PyTensor < 2.31
+        from pytensor.graph.basic import applys_between, graph_inputs
+
+    outputs = list(outputs)
+    if not any(isinstance(node.op, OpFromGraph)
+               for node in applys_between(list(graph_inputs(outputs)), outputs)):
+        return outputs
+
+    @node_rewriter([OpFromGraph])
+    def inline(fgraph, node):
+        op = node.op
+        inner = getattr(op, "fgraph", None)
+        if hasattr(inner, "bind"):  # PyTensor 3: a frozen inner FunctionGraph
+            return inner.bind(dict(zip(inner.inputs, node.inputs)))
+        return clone_replace(op.inner_outputs, dict(zip(op.inner_inputs, node.inputs)))
+
+    fgraph = FunctionGraph(outputs=clone_replace(outputs), clone=False)
+    dfs_rewriter(inline).rewrite(fgraph)
+    return list(fgraph.outputs)
+
+
 def _batch_placeholders(core_inputs):
     import pytensor.tensor as pt
 
@@ -253,7 +287,7 @@ def _build_score_function(model, layout, mode):
         {var.value: _as_model_type(placeholder, var.value) for var, placeholder in zip(layout, core)},
         strict=False,
     )
-    [logp] = _lower_xtensor([logp])
+    [logp] = _inline_op_from_graph(_lower_xtensor([logp]))
     batch = _batch_placeholders(core)
     logp_per_draw = vectorize_graph(logp, replace=dict(zip(core, batch)))
     grads = pytensor.grad(logp_per_draw.sum(), batch)
@@ -285,18 +319,28 @@ def _build_forward_function(model, layout, stored, mode):
             placeholder = _core_placeholder(var.shape, var.rv.type.dtype, var.name)
             rvs_to_values[var.rv] = _as_model_type(placeholder, var.rv)
         core.append(placeholder)
-    outputs = []
+    outputs, round_trips = [], []
     for var, kind in zip(layout, stored):
         value = rvs_to_values[var.rv]
         if kind == "constrained" and var.transform_op is not None:
             value = var.transform_op.forward(value, *var.rv.owner.inputs)
+            # backward(forward(x)) == x exactly when x is in the variable's support.
+            round_trips.append(var.transform_op.backward(value, *var.rv.owner.inputs))
         outputs.append(value)
-    outputs = replace_rvs_by_values(
-        outputs, rvs_to_values=rvs_to_values, rvs_to_transforms=rvs_to_transforms
+    replaced = replace_rvs_by_values(
+        outputs + round_trips, rvs_to_values=rvs_to_values, rvs_to_transforms=rvs_to_transforms
     )
+    outputs, round_trips = replaced[: len(outputs)], replaced[len(outputs) :]
     dims = [var.value.type.dims if _is_xtensor(var.value) else None for var in layout]
     outputs = [_as_tensor(out, dim) for out, dim in zip(outputs, dims)]
-    return _vectorized_function(core, [_flat(outputs)], mode)
+    checked = [var for var, kind in zip(layout, stored)
+               if kind == "constrained" and var.transform_op is not None]
+    round_trips = [
+        _as_tensor(out, var.rv.type.dims if _is_xtensor(var.rv) else None)
+        for out, var in zip(round_trips, checked)
+    ]
+    flat_outputs = [_flat(outputs)] + ([_flat(round_trips)] if round_trips else [])
+    return _vectorized_function(core, flat_outputs, mode)
 
 
 # The forward transforms are a handful of cheap ops on whole (N, k) arrays: the Python
@@ -333,12 +377,15 @@ def chunk_size_for(model, layout, n_draws):
     return int(min(max(n_draws, 1), max(1, _WORK_ELEMENTS // max(per_draw, 1))))
 
 
-def _evaluate_in_chunks(function, inputs, n_draws, d, chunk_size):
-    out = np.empty((n_draws, d), dtype=np.float64)
+def _evaluate_in_chunks(function, inputs, n_draws, widths, chunk_size):
+    """Run ``function`` on row chunks; its outputs are (rows, width) arrays."""
+    outs = [np.empty((n_draws, width), dtype=np.float64) for width in widths]
     for start in range(0, n_draws, chunk_size):
         stop = min(start + chunk_size, n_draws)
-        out[start:stop] = function(*[array[start:stop] for array in inputs])[0]
-    return out
+        results = function(*[array[start:stop] for array in inputs])
+        for out, result in zip(outs, results):
+            out[start:stop] = result
+    return outs
 
 
 def unconstrained_values(model, layout, arrays, stored, *, chunk_size=None, mode=None):
@@ -354,21 +401,28 @@ def unconstrained_values(model, layout, arrays, stored, *, chunk_size=None, mode
     stored : list of {"constrained", "unconstrained"}
         Which kind each array holds.
     chunk_size : int, optional
-        Draws per evaluation (default: sized from the model).
+        Draws per evaluation (default: all at once).
     mode : str, optional
-        PyTensor compile mode (default :func:`default_compile_mode`).
+        PyTensor compile mode (default "FAST_COMPILE": a few cheap ops on whole arrays,
+        no compilation).
 
     Returns
     -------
-    ndarray of float64, shape (N, d)
+    draws : ndarray of float64, shape (N, d)
         Value variables flattened in C order and concatenated in layout order.
+    outside : dict of str to ndarray of bool, shape (N,)
+        For each constrained input with a transform: the draws where
+        backward(forward(x)) differs from x although forward(x) is finite, i.e. x is not
+        in the variable's support (a simplex that does not sum to 1, a zero-sum vector
+        whose sum is not 0, ...). Empty when every draw round-trips.
     """
     n_draws = arrays[0].shape[0]
     d = sum(var.size for var in layout)
     if all(kind == "unconstrained" for kind in stored):
-        return np.concatenate(
+        flat = np.concatenate(
             [np.asarray(a, dtype=np.float64).reshape(n_draws, -1) for a in arrays], axis=1
         )
+        return flat, {}
     mode = _FORWARD_MODE if mode is None else mode
     key = ("forward", _layout_key(layout), tuple(stored), _mode_key(mode))
     function = _cached(model, key, lambda: _build_forward_function(model, layout, stored, mode))
@@ -377,10 +431,28 @@ def unconstrained_values(model, layout, arrays, stored, *, chunk_size=None, mode
         for var, kind in zip(layout, stored)
     ]
     inputs = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, dtypes)]
-    if chunk_size is None:
-        chunk_size = chunk_size_for(model, layout, n_draws)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, d, chunk_size)
+    checked = [(var, array) for var, kind, array in zip(layout, stored, arrays)
+               if kind == "constrained" and var.transform_op is not None]
+    widths = [d] + ([sum(int(prod(var.shape)) for var, _ in checked)] if checked else [])
+    chunk_size = n_draws if chunk_size is None else chunk_size
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        flat, *rest = _evaluate_in_chunks(function, inputs, n_draws, widths, chunk_size)
+    outside, start = {}, 0
+    for var, array in checked:
+        width = int(prod(var.shape))
+        original = np.asarray(array).reshape(n_draws, width)
+        back = rest[0][:, start : start + width]
+        start += width
+        # Round-off of forward/backward is a few ulp; sqrt(eps) of the stored dtype
+        # separates it from a value off the support.
+        dtype = original.dtype if np.issubdtype(original.dtype, np.floating) else np.float64
+        tolerance = np.sqrt(np.finfo(dtype).eps)
+        with np.errstate(invalid="ignore"):
+            off = np.abs(back - original) > tolerance * np.maximum(1.0, np.abs(original))
+        bad = off.any(axis=1) & np.isfinite(back).all(axis=1)
+        if bad.any():
+            outside[var.name] = bad
+    return flat, outside
 
 
 def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
@@ -420,7 +492,7 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     if chunk_size is None:
         chunk_size = chunk_size_for(model, layout, n_draws)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, d, chunk_size)
+        return _evaluate_in_chunks(function, inputs, n_draws, [d], chunk_size)[0]
 
 
 def _data_value(variable):

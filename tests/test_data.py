@@ -216,6 +216,8 @@ def test_missing_group_and_dims():
         prepare_trace(posterior.isel(chain=0, drop=True), score=lambda x: -x)
     with pytest.raises(ValueError, match=r"no variable\(s\) \['sigma'\]"):
         prepare_trace(posterior, score=lambda x: -x, var_names=["sigma"])
+    with pytest.raises(ValueError, match=r"coords names dimension\(s\) \['chian'\]"):
+        prepare_trace(posterior, score=lambda x: -x, coords={"chian": [10]})
 
 
 def test_score_callable_that_raises_or_misbehaves():

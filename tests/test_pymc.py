@@ -479,3 +479,26 @@ def test_unconstrained_posterior_group_is_used(small_model):
     # Truth: the stored unconstrained values are used as they are, not recomputed.
     np.testing.assert_array_equal(prepared.draws[..., 3], log_sigma)
     assert prepared.attrs["unconstrained_from"][1] == "unconstrained_posterior['sigma_log__']"
+
+
+def test_values_off_the_support_are_reported():
+    with pm.Model() as model:
+        pm.Dirichlet("w", np.ones(3))
+        pm.ZeroSumNormal("z", shape=3)
+    rng = np.random.default_rng(6)
+    w = rng.dirichlet(np.ones(3), size=(2, 10))
+    z = rng.standard_normal((2, 10, 3))
+    z -= z.mean(axis=-1, keepdims=True)
+    trace = xr.Dataset({"w": (("chain", "draw", "k"), w), "z": (("chain", "draw", "j"), z)})
+    prepare_trace(trace, model, score=_minus_x)  # on the support: no error
+    w_bad = w.copy()
+    w_bad[1, 3] *= 1.1  # no longer sums to 1
+    z_bad = z.copy()
+    z_bad[0, 2] += 0.5  # no longer sums to 0
+    # Truth: a simplex sums to 1 and a zero-sum vector to 0; off-support values have no
+    # unconstrained counterpart (the forward transform silently projects them).
+    with pytest.raises(ValueError, match=r"not in the support.*'w' at 1 draws, first "
+                                         r"\(chain=1, draw=3\) \(simplex transform\); 'z' at "
+                                         r"1 draws, first \(chain=0, draw=2\)"):
+        prepare_trace(trace.assign(w=(("chain", "draw", "k"), w_bad),
+                                   z=(("chain", "draw", "j"), z_bad)), model, score=_minus_x)
