@@ -647,6 +647,9 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
     )
     if _container_kind(data) == "dataset":
         posterior, group_label = data, "data"
+    elif _container_kind(data) == "datatree" and not data.children and data.has_data:
+        # A single group's node, e.g. ``idata.posterior`` on ArviZ 1.x.
+        posterior, group_label = data.to_dataset(), f"node {data.name!r}"
     else:
         posterior, group_label = _get_group(data, group), f"group {group!r}"
         if posterior is None:

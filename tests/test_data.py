@@ -72,6 +72,9 @@ def test_datatree_and_transposed_dims():
     prepared = prepare_trace(tree, score=lambda x: -x)
     # Truth: same numbers as the untransposed Dataset; (chain, draw) are put first.
     np.testing.assert_array_equal(prepared.draws, _stacked(posterior))
+    # The posterior node alone (``idata.posterior`` on ArviZ 1.x) is the group itself.
+    node = prepare_trace(tree.posterior, score=lambda x: -x)
+    np.testing.assert_array_equal(node.draws, _stacked(posterior))
 
 
 def test_inference_data_arviz_0x():
