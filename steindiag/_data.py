@@ -447,7 +447,9 @@ def _checked_block(model, var, data_array, kind, source, pair):
         data_array = _model_coordinate_check(model, var, data_array, pair)
     missing = [dim for dim in pair if dim not in data_array.dims]
     if missing:
-        raise ValueError(f"{what} has no dimension(s) {missing}; its dims are {list(data_array.dims)}.")
+        raise ValueError(
+            f"{what} has no dimension(s) {missing}; its dims are {list(data_array.dims)}."
+        )
     data_array = data_array.transpose(*pair, ...)
     expected = var.value_shape if kind == "unconstrained" else var.shape
     got = tuple(data_array.shape[2:])

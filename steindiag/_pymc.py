@@ -284,7 +284,8 @@ def _build_score_function(model, layout, mode):
     logp = model.logp(jacobian=True)
     logp = graph_replace(
         logp,
-        {var.value: _as_model_type(placeholder, var.value) for var, placeholder in zip(layout, core)},
+        {var.value: _as_model_type(placeholder, var.value)
+         for var, placeholder in zip(layout, core)},
         strict=False,
     )
     [logp] = _inline_op_from_graph(_lower_xtensor([logp]))
