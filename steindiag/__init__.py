@@ -5,6 +5,8 @@ from importlib.metadata import PackageNotFoundError, version
 from steindiag._ksd import ksd, ksd_path
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_stein_kernel
 
+import steindiag.accessors  # noqa: F401, E402  (registers DataTree.stein; xarray only)
+
 try:
     __version__ = version("steindiag")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
