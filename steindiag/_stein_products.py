@@ -261,18 +261,20 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
             nj = min(_BLOCK, n - j0)
             _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, v, j0, nj,
                        x_i, s_i, qdist, a2dist, uads, ss, row_v[j0 : j0 + nj])
-            best = 0.0
+            # gain^2 / curvature > best_gain2 / best_curvature, without a division per point.
+            best_gain2 = 0.0
+            best_curvature = 1.0
             arg = -1
             for m in range(nj):
                 j = j0 + m
                 gain = g_v - gradient[j]
                 if gain > 0.0:
                     curvature = max(k_vv + diagonal[j] - 2.0 * row_v[j], _TAU)
-                    score = gain * gain / curvature
-                    if score > best:
-                        best = score
+                    if gain * gain * best_curvature > best_gain2 * curvature:
+                        best_gain2 = gain * gain
+                        best_curvature = curvature
                         arg = j
-            chunk_best[chunk] = best
+            chunk_best[chunk] = best_gain2 / best_curvature
             chunk_arg[chunk] = arg
         s = -1
         best = 0.0

@@ -181,6 +181,9 @@ def _laplacian_correction(score_fn, draws_flat, pre, c, beta):
 
 def _take_points(dataset, chain_pos, draw_pos, sample_dims):
     chain_dim, draw_dim = sample_dims
+    if draw_dim in dataset.dims and chain_dim not in dataset.dims and not np.any(chain_pos):
+        # One sample dim (sample_dims=("draw",)): the input layer treats it as one chain.
+        dataset = dataset.expand_dims({chain_dim: [0]})
     if chain_dim not in dataset.dims or draw_dim not in dataset.dims:
         return dataset
     m = len(chain_pos)

@@ -94,23 +94,29 @@ def student_t(nu):
     return log_density, score, second
 
 
-@pytest.mark.parametrize("preconditioner, strength", [("identity", None), ("med", 0.3)])
-def test_regularized_selects_the_brute_force_argmin(preconditioner, strength):
-    nu, n_points = 3.0, 30
+@pytest.mark.parametrize("preconditioner, strength, c",
+                         [("identity", None, 1.0), ("med", 0.3, 1.0), ("standardize", None, 0.8)])
+def test_regularized_selects_the_brute_force_argmin(preconditioner, strength, c):
+    nu, n_points, beta = 3.0, 30, -0.5
     log_density, score, second = student_t(nu)
     x = np.random.default_rng(3).standard_t(nu, size=(2, 200, 2)) * 1.3
     flat = x.reshape(-1, 2)
     info = stein_thin(x, score=score, n_points=n_points, preconditioner=preconditioner,
-                      regularized=True, log_density=log_density, strength=strength,
+                      regularized=True, log_density=log_density, strength=strength, c=c,
                       return_info=True)
-    c, beta = 1.0, -0.5
-    A = np.linalg.inv(lambda_for(preconditioner, flat))
-    K = imq_stein_kernel_matrix(flat, score(flat), flat, score(flat), A, c, beta)
+    if preconditioner == "standardize":
+        # z = x / scale: d2 log p / dz_k^2 = scale_k^2 d2 log p / dx_k^2.
+        kx, ks = standardize_reference(flat, flat, score(flat))
+        scale2 = (flat / kx)[0] ** 2
+    else:
+        kx, ks, scale2 = flat, score(flat), np.ones(2)
+    A = np.linalg.inv(lambda_for(preconditioner, kx))
+    K = imq_stein_kernel_matrix(kx, ks, kx, ks, A, c, beta)
     lam = 1.0 / n_points if strength is None else strength
     # Benard, Staber & Da Veiga (2023): k_p(x, x) + Delta^+ log p(x) - lambda t log p(x)
-    # + 2 sum_(j<t) k_p; Delta^+ = sum of positive parts of d2 log p / dx_k^2 (closed
-    # form here; these preconditioners do not change variables, and c^(2 beta) = 1).
-    laplacian = np.maximum(second(flat), 0.0).sum(axis=1)
+    # + 2 sum_(j<t) k_p; Delta^+ = sum of positive parts of d2 log p / dz_k^2 in the
+    # kernel's coordinates (closed form here), times c^(2 beta) like |s|^2 in k_p(x, x).
+    laplacian = c ** (2 * beta) * np.maximum(scale2 * second(flat), 0.0).sum(axis=1)
     assert laplacian.max() > 0  # the correction is active for these draws
     log_p = log_density(flat)
     first = np.diag(K) + laplacian - lam * log_p

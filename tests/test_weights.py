@@ -124,7 +124,7 @@ def test_dense_and_frank_wolfe_agree(d, per_chain):
 
 
 def test_weights_beat_uniform_and_match_engine():
-    x, s = gaussian_draws(2, 3, 200, 3, shift=0.5)
+    x, s = gaussian_draws(2, 3, 200, 4, shift=0.5)
     w = stein_weights(x, score=s)
     ksd = steindiag.ksd(x, score=s)
     # Truth: uniform weights are feasible, so the optimum is no worse; the uniform value
@@ -181,6 +181,7 @@ def ula(rng, n_chain, n_draw, step, mean, var, burn=200):
     return out
 
 
+@needs_piqp  # d = 2 and N = 1600: "auto" needs the dense QP (Frank-Wolfe is slow for d <= 3)
 def test_biased_langevin_weights_recover_the_variance():
     mean, var, step = np.array([1.0, -2.0]), np.array([1.0, 4.0]), 0.5
     x = ula(np.random.default_rng(5), 4, 400, step, mean, var)
@@ -391,3 +392,31 @@ def test_weighted_summary_rejects_other_draw_coordinates():
     shifted = weights.assign_coords(draw=weights["draw"].values + 1)
     with pytest.raises(ValueError, match="do not match"):
         weighted_summary(posterior, shifted)
+
+
+def test_pymc_model_weights_and_constrained_summary():
+    pm = pytest.importorskip("pymc")
+    with pm.Model() as model:
+        pm.Normal("mu", 0.0, 1.0)
+        pm.HalfNormal("s", sigma=1.0)
+    rng = np.random.default_rng(6)
+    mu = rng.standard_normal((2, 80)) + 0.3
+    sigma = np.abs(rng.standard_normal((2, 80))) + 0.05
+    posterior = xr.Dataset({"mu": (("chain", "draw"), mu), "s": (("chain", "draw"), sigma)},
+                           coords={"chain": [0, 1], "draw": np.arange(80)})
+    from_model = stein_weights(posterior, model)
+
+    # Closed form in the unconstrained space (mu, y = log s), log-Jacobian included:
+    # log p = -mu^2 / 2 - exp(2 y) / 2 + y + const.
+    def score(z):
+        return np.column_stack([-z[:, 0], 1 - np.exp(2 * z[:, 1])])
+
+    unconstrained = np.stack([mu, np.log(sigma)], axis=2)
+    from_callable = stein_weights(unconstrained, score=score)
+    # Truth: the same QP from the closed-form score of the same model.
+    np.testing.assert_allclose(from_model.attrs["ksd_weighted"],
+                               from_callable.attrs["ksd_weighted"], rtol=1e-8)
+    table = weighted_summary(posterior, from_model)
+    w = (from_model.values / from_model.values.sum()).reshape(-1)
+    # Truth: the weighted mean of the stored, constrained values of s (not of log s).
+    assert table.loc["s", "mean"] == pytest.approx(np.sum(w * sigma.reshape(-1)), rel=1e-12)
