@@ -20,7 +20,7 @@ from steindiag._ksd import _KERNEL_DOC, _is_labelled, prepare_input
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args, check_method
 
-__all__ = ["stein_weights", "weighted_summary"]
+__all__ = ["stein_weights", "weighted_summary", "SteinWeightsError"]
 
 # "auto" uses the dense QP up to this many points per problem (piqp: about 2 s at
 # 3000 points, N^3 beyond; pairwise Frank-Wolfe is faster above it when K_p is well
@@ -119,21 +119,25 @@ def _piqp_setup(solver, P, n):
 
 
 def _solve_dense(points, *, tol, max_iter, memory_limit):
-    piqp = _import_piqp()
     n = points.n
     _check_dense_memory(n, memory_limit)
+    piqp = _import_piqp()
     matrix = points.matrix()
     # Scale to an O(1) problem: P = 2 K_p / mean(diag K_p); the optimum does not change.
     scale = float(points.diagonal.mean())
     matrix *= 2.0 / scale
     solver = piqp.DenseSolver()
-    settings = solver.settings
-    settings.verbose = False
-    settings.eps_abs = _PIQP_EPS
-    settings.eps_rel = 0.0
-    settings.eps_duality_gap_abs = _PIQP_EPS
-    settings.eps_duality_gap_rel = 0.0
-    settings.max_iter = int(max_iter) if max_iter is not None else 200
+    options = {
+        "verbose": False,
+        "eps_abs": _PIQP_EPS,
+        "eps_rel": 0.0,
+        "eps_duality_gap_abs": _PIQP_EPS,
+        "eps_duality_gap_rel": 0.0,
+        "max_iter": int(max_iter) if max_iter is not None else 200,
+    }
+    for name, value in options.items():
+        if hasattr(solver.settings, name):  # older piqp releases lack some settings
+            setattr(solver.settings, name, value)
     # K_p is symmetric: its transpose is the Fortran-ordered view piqp wants (no copy).
     _piqp_setup(solver, matrix.T, n)
     status = solver.solve()
@@ -151,7 +155,7 @@ def _solve_dense(points, *, tol, max_iter, memory_limit):
     weights = np.maximum(raw, 0.0)
     weights /= weights.sum()
     objective, gap, _ = _certify(points, weights)
-    solved = status_name == "PIQP_SOLVED"
+    solved = status_name.endswith("PIQP_SOLVED")
     converged = solved or _relative(gap, objective) <= tol
     if not converged:
         raise SteinWeightsError(
