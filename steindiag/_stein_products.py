@@ -14,6 +14,11 @@ What each function costs (N points, d parameters, ~8d + 20 flops per pair):
 - ``kernel_matrix``: the dense N x N matrix (8 N^2 bytes), only for the dense QP.
 - ``pairwise_frank_wolfe``: the matrix-free weights solver, 2 N pair evaluations
   per iteration and O(N) memory; K_p is never stored.
+- ``greedy_thinning``: Stein thinning, N pair evaluations per selected point, O(N)
+  memory.
+
+The two sequential solvers synchronise their threads twice per step; callers decide
+how many threads they get (``threads_for``; ``weights._run_frank_wolfe`` times both).
 """
 
 import numba as nb
@@ -459,12 +464,13 @@ class KernelPoints:
         return out
 
 
-# Below this many points the sequential solvers (Frank-Wolfe, greedy thinning) run on one
-# thread. Each of their steps ends in a barrier, and on a machine shared with other work
-# one descheduled thread stalls every step: measured on 2 shared cores (load ~1.5), one
-# Frank-Wolfe iteration took 0.25 ms on 1 thread and 3.3 ms on 2 at N = 2 * 10^4, and
-# 1.5-2.5 ms vs 5.8-7.5 ms at N = 10^5. The products (K_p w, the dense K_p) are single
-# large parallel regions and always use every thread.
+# Below this many points greedy thinning runs on one thread. Each step ends in a barrier,
+# and on a machine shared with other work one descheduled thread stalls every step:
+# measured on 2 shared cores (load ~1.5), one Frank-Wolfe iteration (the same kind of
+# step) took 0.25 ms on 1 thread and 3.3 ms on 2 at N = 2 * 10^4 (idle: 0.26 vs 0.15 ms).
+# Thinning is cheap (N = 10^5, 1000 points: 0.4 s on one thread), so it stays serial;
+# Frank-Wolfe picks by timing. The products (K_p w, the dense K_p) are single large
+# parallel regions and always use every thread.
 PARALLEL_MIN_N = 1_000_000
 
 
