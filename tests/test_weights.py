@@ -152,6 +152,21 @@ def test_per_chain_weights_match_each_chain_alone():
     np.testing.assert_allclose(both.attrs["ksd_weighted"][1] ** 2, f_alone, rtol=1e-8)
 
 
+@pytest.mark.parametrize("method", ["frank-wolfe"] + (["dense"] if HAS_PIQP else []))
+def test_repeated_draws_leave_the_optimum_unchanged(method):
+    # MCMC repeats draws (rejections). Truth: weights on two copies of a draw can be
+    # merged into one, so the optimal KSD of the sample with every draw twice equals
+    # the optimal KSD of the distinct draws (same preconditioner, fixed Lambda).
+    x, s = gaussian_draws(12, 1, 150, 5, shift=0.2)
+    twice = np.repeat(x, 2, axis=1)
+    once = stein_weights(x, score=s, method=method, preconditioner="identity", tol=1e-10)
+    doubled = stein_weights(twice, score=-twice, method=method, preconditioner="identity",
+                            tol=1e-10)
+    assert doubled.attrs["ksd_weighted"] ** 2 == pytest.approx(
+        once.attrs["ksd_weighted"] ** 2, rel=1e-8
+    )
+
+
 def test_liu_lee_iid_gaussian_mean_error_falls_by_orders_of_magnitude():
     # Liu & Lee (2017), Black-box importance sampling, Fig. 2: for N = 100 i.i.d. draws
     # of N(0, I_2), KSD-optimal weights cut the MSE of the mean by about two orders of
