@@ -38,7 +38,8 @@ class SteinThinning:
         Chain and draw coordinate values of the selected draws, in selection order
         (a draw may be selected more than once).
     index : ndarray of int (n_points,)
-        Positions in the pooled draws, ``chain_position * n_draw + draw_position``.
+        Positions in the pooled draws that were thinned (after any ``coords``
+        selection), ``chain_position * n_draw + draw_position``.
     ksd : float
         KSD (sqrt of the V-statistic) of the thinned set, same kernel and preconditioner.
     ksd_path : ndarray (n_points,)
@@ -179,31 +180,42 @@ def _laplacian_correction(score_fn, draws_flat, pre, c, beta):
 # -- output in the input's type ---------------------------------------------------------
 
 
-def _take_points(dataset, chain_pos, draw_pos, sample_dims):
+def _take_points(dataset, chain_label, draw_label, sample_dims):
+    """The draws at the given (chain, draw) coordinate values, as one chain.
+
+    Selection is by label, so that it stays right when ``coords=`` selected a subset of
+    the draws before thinning (positions would then refer to the subset).
+    """
     chain_dim, draw_dim = sample_dims
-    if draw_dim in dataset.dims and chain_dim not in dataset.dims and not np.any(chain_pos):
+    if draw_dim in dataset.dims and chain_dim not in dataset.dims and not np.any(chain_label):
         # One sample dim (sample_dims=("draw",)): the input layer treats it as one chain.
         dataset = dataset.expand_dims({chain_dim: [0]})
     if chain_dim not in dataset.dims or draw_dim not in dataset.dims:
         return dataset
-    m = len(chain_pos)
-    picked = dataset.isel(
-        {chain_dim: xr.DataArray(chain_pos, dims="__thinned__"),
-         draw_dim: xr.DataArray(draw_pos, dims="__thinned__")}
-    )
+    m = len(chain_label)
+    indexers = {}
+    for dim, labels in ((chain_dim, chain_label), (draw_dim, draw_label)):
+        if dim in dataset.indexes:
+            positions = dataset.indexes[dim].get_indexer(labels)
+        else:  # no coordinate: the input layer labelled the dim by position
+            positions = np.asarray(labels, dtype=np.int64)
+        if np.any(positions < 0) or np.any(positions >= dataset.sizes[dim]):
+            raise ValueError(f"selected {dim} values are missing from a group of the trace.")
+        indexers[dim] = xr.DataArray(positions, dims="__thinned__")
+    picked = dataset.isel(indexers)
     renames = {name: f"source_{name}" for name in (chain_dim, draw_dim) if name in picked.coords}
     picked = picked.rename_vars(renames).rename_dims({"__thinned__": draw_dim})
     picked = picked.assign_coords({draw_dim: np.arange(m)}).expand_dims({chain_dim: [0]})
     return picked.transpose(chain_dim, draw_dim, ...)
 
 
-def _thinned_container(data, chain_pos, draw_pos, sample_dims, group, attrs):
+def _thinned_container(data, chain_label, draw_label, sample_dims, group, attrs):
     from steindiag._data import _container_kind
 
     kind = _container_kind(data)
 
     def take(dataset, name=None):
-        out = _take_points(dataset, chain_pos, draw_pos, sample_dims)
+        out = _take_points(dataset, chain_label, draw_label, sample_dims)
         if name == group:
             out.attrs = {**dataset.attrs, **attrs}
         return out
@@ -393,7 +405,10 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
         if len(dims) == 1:
             dims = ("chain", dims[0])
-        thinned = _thinned_container(data, chain_pos, draw_pos, dims, group, attrs)
+        thinned = _thinned_container(
+            data, np.asarray(prepared.chain)[chain_pos], np.asarray(prepared.draw)[draw_pos],
+            dims, group, attrs,
+        )
     else:
         array = np.asarray(data)
         thinned = array[chain_pos, draw_pos][None] if array.ndim == 3 else array[draw_pos]

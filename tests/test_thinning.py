@@ -191,6 +191,19 @@ def test_thinned_dataset_and_arrays():
     assert single.shape == (5, 3)
 
 
+def test_coords_selection_thins_the_selected_draws():
+    posterior = trace_groups()["posterior"]
+    subset = stein_thin(posterior, score=lambda x: -x, n_points=10,
+                        coords={"draw": slice(1040, None)})
+    direct = stein_thin(posterior.sel(draw=slice(1040, None)), score=lambda x: -x, n_points=10)
+    # Truth: thinning after coords= is thinning the selected draws (labels, not positions).
+    np.testing.assert_array_equal(subset["source_draw"].values, direct["source_draw"].values)
+    assert subset["source_draw"].values.min() >= 1040
+    sel = posterior.sel(chain=xr.DataArray(subset["source_chain"].values),
+                        draw=xr.DataArray(subset["source_draw"].values))
+    np.testing.assert_array_equal(subset["mu"].values[0], sel["mu"].values)
+
+
 def test_thinned_datatree_keeps_every_group():
     tree = xr.DataTree.from_dict(trace_groups())
     info = stein_thin(tree, score=lambda x: -x, n_points=12, return_info=True)
