@@ -565,9 +565,11 @@ def _select_vars(dataset, var_names, coords):
             )
         dataset = dataset[names]
     if coords is not None:
+        from steindiag._data import _select
+
         if not isinstance(coords, dict):
             raise TypeError(f"coords must be a dict; got {type(coords).__name__}.")
-        dataset = dataset.sel(coords)
+        dataset = _select(dataset, coords, "the trace")
     return dataset
 
 
