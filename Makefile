@@ -24,6 +24,8 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/bench_engine.py
+	$(PY) benchmarks/bench_scores.py
+	$(PY) benchmarks/bench_weights.py
 
 docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[docs]"

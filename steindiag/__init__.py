@@ -4,6 +4,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from steindiag._ksd import ksd, ksd_path
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_stein_kernel
+from steindiag.thinning import SteinThinning, stein_thin
+from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
 
 import steindiag.accessors  # noqa: F401, E402  (registers DataTree.stein; xarray only)
 
@@ -18,5 +20,10 @@ __all__ = [
     "plot_ksd",
     "plot_ksd_chains",
     "plot_stein_kernel",
+    "stein_weights",
+    "weighted_summary",
+    "stein_thin",
+    "SteinThinning",
+    "SteinWeightsError",
     "__version__",
 ]

@@ -313,7 +313,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
     Ties go to the first draw in (chain, draw) order.
 
     Regularised (Benard et al. 2023), against the known pathology (plain thinning
-    over-selects draws with small |score|, e.g. near modes, and gets mixture weights
+    over-selects draws with small ``|score|``, e.g. near modes, and gets mixture weights
     wrong):
 
         pi_t = argmin_i [ k_p(x_i, x_i) + L(x_i) + 2 sum_(j<t) k_p(x_(pi_j), x_i)
