@@ -195,13 +195,21 @@ def _tile_row_sums(
     rows = n_chain * tile
     y = n_blocks - 2
     s = n_blocks - 1
-    qdist = np.empty(tile)
-    a2dist = np.empty(tile)
-    uads = np.empty(tile)
-    ss = np.empty(tile)
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
+    half = beta == -0.5
     for c_i in range(n_chain):
         for tl in range(valid_i):
             r = c_i * tile + tl
+            # Row views of the Gram blocks: |z|^2 part, |y|^2 part, y.s, s.y and s.s.
+            g_q = gram[r]
+            g_a2 = gram[rows + r, rows:]
+            g_ys = gram[y * rows + r, s * rows :]
+            g_sy = gram[s * rows + r, y * rows :]
+            g_ss = gram[s * rows + r, s * rows :]
+            nq_i = norm_q_i[c_i, tl]
+            na2_i = norm_a2_i[c_i, tl]
+            ys_ii = ys_i[c_i, tl]
             total_all = 0.0
             for c_j in range(n_chain):
                 if diagonal_tile:
@@ -209,22 +217,27 @@ def _tile_row_sums(
                 else:
                     limit = valid_j
                 base = c_j * tile
+                nq_j = norm_q_j[c_j]
+                na2_j = norm_a2_j[c_j]
+                ys_jj = ys_j[c_j]
+                # One fused loop (no temporaries); the sum vectorises under reassociation.
+                total = 0.0
                 for m in range(limit):
                     col = base + m
-                    dq = norm_q_i[c_i, tl] + norm_q_j[c_j, m] - 2.0 * gram[r, col]
-                    qdist[m] = scale_q * max(dq, 0.0)
+                    qdist = scale_q * max(nq_i + nq_j[m] - 2.0 * g_q[col], 0.0)
                     if isotropic:
-                        a2dist[m] = scale_q * qdist[m]
+                        a2dist = scale_q * qdist
                     else:
-                        da2 = (norm_a2_i[c_i, tl] + norm_a2_j[c_j, m]
-                               - 2.0 * gram[rows + r, rows + col])
-                        a2dist[m] = max(da2, 0.0)
-                    uads[m] = scale_q * (
-                        ys_i[c_i, tl] + ys_j[c_j, m]
-                        - gram[y * rows + r, s * rows + col] - gram[s * rows + r, y * rows + col]
-                    )
-                    ss[m] = gram[s * rows + r, s * rows + col]
-                total = _block_kernel_sum(qdist, a2dist, uads, ss, limit, c2, beta, trace_a)
+                        a2dist = max(na2_i + na2_j[m] - 2.0 * g_a2[col], 0.0)
+                    uads = scale_q * (ys_ii + ys_jj[m] - g_ys[col] - g_sy[col])
+                    inv_q = 1.0 / (c2 + qdist)
+                    if half:
+                        q_beta = np.sqrt(inv_q)
+                    else:
+                        q_beta = (c2 + qdist) ** beta
+                    q_beta1 = q_beta * inv_q
+                    total += (q_beta1 * (c1 * inv_q * a2dist + c0 * (trace_a + uads))
+                              + q_beta * g_ss[col])
                 total_all += total
                 if c_j == c_i:
                     out_same[c_i, tl] += total

@@ -91,21 +91,26 @@ def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var
              coords, sample_dims, method, progress):
     c, beta = check_kernel_args(c, beta)
     check_method(method, {"auto", *METHODS})
+    if progress not in (None, True, False):
+        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims,
     )
-    n_chain, n_draw, d = prepared.draws.shape
-    pre = make_preconditioner(
-        preconditioner, prepared.draws.reshape(-1, d), prepared.parameter
-    )
-    if progress not in (None, True, False):
-        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
+    d = prepared.draws.shape[2]
+    pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)
     sums = stein_row_sums(
         prepared.draws, prepared.scores, c=c, beta=beta, preconditioner=pre, method=method,
         progress=progress,
     )
-    attrs = {
+    attrs = kernel_attrs(prepared, pre, c, beta)
+    return prepared, sums, attrs
+
+
+def kernel_attrs(prepared, pre, c, beta):
+    """Attributes that reproduce a result: kernel, parameters, preconditioner, sizes, source."""
+    n_chain, n_draw, d = prepared.draws.shape
+    return {
         "kernel": "IMQ",
         "kernel_formula": _KERNEL_DOC,
         "stein_operator": "Langevin",
@@ -118,7 +123,6 @@ def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
-    return prepared, sums, attrs
 
 
 def _cumulative(sums):

@@ -17,7 +17,7 @@ from steindiag._engine import stein_row_sums
 from steindiag._ksd import _is_labelled, prepare_input
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_finite, check_kernel_args, evaluate_score_callable
-from steindiag.weights import _kernel_attrs
+from steindiag._ksd import kernel_attrs
 
 __all__ = ["stein_thin", "SteinThinning"]
 
@@ -397,7 +397,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         "stein_thinning_source_n_chain": n_chain,
         "stein_thinning_source_n_draw": n_draw,
     }
-    for key, value in _kernel_attrs(prepared, pre, c, beta).items():
+    for key, value in kernel_attrs(prepared, pre, c, beta).items():
         if key not in ("n_chain", "n_draw"):
             attrs[f"stein_thinning_{key}"] = value
     attrs = _netcdf_attrs(attrs)

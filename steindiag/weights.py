@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag import _stein_products
-from steindiag._ksd import _KERNEL_DOC, _is_labelled, prepare_input
+from steindiag._ksd import _is_labelled, kernel_attrs, prepare_input
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args, check_method
 
@@ -335,23 +335,6 @@ def _weights_iv(method, per_chain, tol, max_iter, memory_limit):
     return float(tol)
 
 
-def _kernel_attrs(prepared, pre, c, beta):
-    n_chain, n_draw, d = prepared.draws.shape
-    return {
-        "kernel": "IMQ",
-        "kernel_formula": _KERNEL_DOC,
-        "stein_operator": "Langevin",
-        "c": c,
-        "beta": beta,
-        **pre.attrs(),
-        "n_chain": n_chain,
-        "n_draw": n_draw,
-        "n_parameter": d,
-        "parameters": list(prepared.parameter),
-        **prepared.attrs,
-    }
-
-
 def _weights_doc_parameters():
     from steindiag._ksd import _COMMON_PARAMETERS
 
@@ -506,7 +489,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         "iterations": per_problem([s.iterations for s in solutions]),
         "tol": tol,
         "kish_ess": float(1.0 / np.sum(pooled**2)),
-        **_kernel_attrs(prepared, pre, c, beta),
+        **kernel_attrs(prepared, pre, c, beta),
     }
     return xr.DataArray(
         weights,
