@@ -17,6 +17,7 @@ import xarray as xr
 
 from steindiag import _stein_products
 from steindiag._ksd import _is_labelled, kernel_attrs, prepare_input
+from steindiag._progress import make_progress
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args, check_method
 
@@ -168,10 +169,23 @@ def _solve_dense(points, *, tol, max_iter, memory_limit):
                      iterations=iterations, converged=True, status=status_name)
 
 
-def _solve_frank_wolfe(points, *, tol, max_iter):
+def _solve_frank_wolfe(points, *, tol, max_iter, progress=None):
     n = points.n
     if max_iter is None:
         max_iter = 50 * n + 10_000
+    # A bar over the iteration budget; it closes early at convergence. Shown when asked, or
+    # (progress=None) when interactive and the solve is expected to be long (~N^2 1e-8 s).
+    bar = make_progress(progress, max_iter, 1e-8 * float(n) ** 2,
+                        desc="stein_weights (Frank-Wolfe iterations, stops at convergence)")
+    try:
+        return _frank_wolfe_iterations(points, tol, max_iter, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _frank_wolfe_iterations(points, tol, max_iter, bar):
+    n = points.n
     weights = np.full(n, 1.0 / n)
     gradient = points.matvec(weights)
     ksd2_uniform = float(gradient.mean())
@@ -180,7 +194,7 @@ def _solve_frank_wolfe(points, *, tol, max_iter):
     for _ in range(_FW_MAX_REFRESH + 1):
         remaining = max_iter - iterations
         if remaining > 0:
-            iterations += _run_frank_wolfe(points, weights, gradient, tol, remaining)
+            iterations += _run_frank_wolfe(points, weights, gradient, tol, remaining, bar)
         weights /= weights.sum()
         objective, gap, gradient = _certify(points, weights)
         if _relative(gap, objective) <= tol or iterations >= max_iter:
@@ -214,7 +228,7 @@ def _frank_wolfe_segment(points, weights, gradient, tol, count, threads):
     return int(done), elapsed, done < count
 
 
-def _run_frank_wolfe(points, weights, gradient, tol, budget):
+def _run_frank_wolfe(points, weights, gradient, tol, budget, bar=None):
     """Up to ``budget`` Frank-Wolfe iterations, in segments on one thread or on all.
 
     Every iteration of the solver ends in two barriers: on an idle machine all threads
@@ -223,6 +237,7 @@ def _run_frank_wolfe(points, weights, gradient, tol, budget):
     vs 0.26 ms). So both are timed on short trial segments, the faster runs the next
     segments, and the trial is repeated every few segments as the load changes.
     Returns the number of iterations done (fewer than ``budget`` once converged).
+    Between segments (about 0.5 s) ``bar`` advances and Ctrl-C is honoured.
     """
     threads = numba.get_num_threads()
     modes = (1,) if threads == 1 or points.n < _FW_PARALLEL_TRIAL_MIN_N else (threads, 1)
@@ -239,6 +254,8 @@ def _run_frank_wolfe(points, weights, gradient, tol, budget):
                     points, weights, gradient, tol, min(trial, budget - done), mode
                 )
                 done += count
+                if bar is not None:
+                    bar.update(count)
                 seconds_per_iteration[mode] = elapsed / max(count, 1)
                 if finished or done >= budget:
                     return done
@@ -248,6 +265,8 @@ def _run_frank_wolfe(points, weights, gradient, tol, budget):
             points, weights, gradient, tol, min(segment, budget - done), mode
         )
         done += count
+        if bar is not None:
+            bar.update(count)
         seconds_per_iteration[mode] = elapsed / max(count, 1)
         segments_since_trial += 1
         if finished:
@@ -312,8 +331,10 @@ def _choose_method(method, n, d, memory_limit):
 # -- validation -------------------------------------------------------------------------
 
 
-def _weights_iv(method, per_chain, tol, max_iter, memory_limit):
+def _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress):
     check_method(method, set(METHODS))
+    if progress not in (None, True, False):
+        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
     if not isinstance(per_chain, (bool, np.bool_)):
         raise TypeError(f"per_chain must be True or False; got {per_chain!r}.")
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
@@ -345,7 +366,7 @@ def _weights_doc_parameters():
 def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
                   preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-8,
-                  max_iter=None, memory_limit=None):
+                  max_iter=None, memory_limit=None, progress=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
@@ -373,6 +394,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         Frank-Wolfe iterations).
     memory_limit : float, optional
         Bytes the dense path may use (default: the memory available now).
+    progress : bool or None, default None
+        Progress bar for Frank-Wolfe (None: only when interactive and the solve is
+        expected to be long). Ctrl-C stops Frank-Wolfe between segments of about 0.5 s.
 
     Returns
     -------
@@ -444,7 +468,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     True
     """
     c, beta = check_kernel_args(c, beta)
-    tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit)
+    tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims,
@@ -460,6 +484,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     options = {"tol": tol, "max_iter": max_iter}
     if chosen == "dense":
         options["memory_limit"] = memory_limit
+    else:
+        options["progress"] = progress
     solutions = []
     for draws, scores in problems:
         points = _stein_products.KernelPoints(draws, scores, pre, c, beta)

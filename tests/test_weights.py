@@ -438,3 +438,25 @@ def test_pymc_model_weights_and_constrained_summary():
     w = (from_model.values / from_model.values.sum()).reshape(-1)
     # Truth: the weighted mean of the stored, constrained values of s (not of log s).
     assert table.loc["s", "mean"] == pytest.approx(np.sum(w * sigma.reshape(-1)), rel=1e-12)
+
+
+def test_frank_wolfe_progress_bar_counts_iterations(monkeypatch):
+    import steindiag.weights as weights_module
+
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((1, 300, 5))
+    updates, closed = [], []
+
+    class Recorder:
+        def update(self, amount):
+            updates.append(amount)
+
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr(weights_module, "make_progress", lambda *a, **k: Recorder())
+    w = steindiag.stein_weights(x, score=-x, method="frank-wolfe", progress=True)
+    # Truth: the bar advances by exactly the iterations the solver reports, then closes.
+    assert sum(updates) == w.attrs["iterations"] and closed == [True]
+    with pytest.raises(TypeError, match="progress must be None, True or False"):
+        steindiag.stein_weights(x, score=-x, progress="yes")
