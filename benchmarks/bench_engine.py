@@ -153,6 +153,7 @@ def main():
             def path():
                 return steindiag.ksd_path(x, score=s, preconditioner="identity")
 
+            single()  # warm-up at this size (page faults, CPU frequency), not timed
             t_single = median_time(single, repeats)
             t_path = median_time(path, repeats)
             mem = extra_peak_memory(single)
