@@ -44,6 +44,17 @@ _FAST_SUM = {"reassoc", "contract"}
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+def stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a):
+    """k_p from q^beta, 1/q and the reduced quantities; c1 = -4 beta (beta-1), c0 = -2 beta.
+
+    k_p = c1 q^(beta-2) u^T A^2 u + c0 q^(beta-1) (tr A + u^T A ds) + q^beta s.s'.
+    The one place the combination is written; every loop inlines it.
+    """
+    q_beta1 = q_beta * inv_q
+    return q_beta1 * (c1 * inv_q * a2dist + c0 * (trace_a + uads)) + q_beta * ss
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
     """sum_m k_p over one block of pairs (vectorised; the beta branch is outside the loop)."""
     total = 0.0
@@ -52,16 +63,12 @@ def _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
     if beta == -0.5:
         for m in range(nj):
             inv_q = 1.0 / (c2 + qdist[m])
-            q_beta = np.sqrt(inv_q)
-            q_beta1 = q_beta * inv_q
-            total += q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+            total += stein_combine(np.sqrt(inv_q), inv_q, a2dist[m], uads[m], ss[m], c1, c0,
+                                   trace_a)
     else:
         for m in range(nj):
             q = c2 + qdist[m]
-            inv_q = 1.0 / q
-            q_beta = q**beta
-            q_beta1 = q_beta * inv_q
-            total += q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+            total += stein_combine(q**beta, 1.0 / q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
     return total
 
 
@@ -235,9 +242,8 @@ def _tile_row_sums(
                         q_beta = np.sqrt(inv_q)
                     else:
                         q_beta = (c2 + qdist) ** beta
-                    q_beta1 = q_beta * inv_q
-                    total += (q_beta1 * (c1 * inv_q * a2dist + c0 * (trace_a + uads))
-                              + q_beta * g_ss[col])
+                    total += stein_combine(q_beta, inv_q, a2dist, uads, g_ss[col], c1, c0,
+                                           trace_a)
                 total_all += total
                 if c_j == c_i:
                     out_same[c_i, tl] += total

@@ -24,7 +24,7 @@ how many threads they get (``threads_for``; ``weights._run_frank_wolfe`` times b
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
+from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_combine, stein_kernel_diagonal
 
 __all__ = [
     "kernel_matvec",
@@ -52,16 +52,12 @@ def _block_kernel_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, out):
     if beta == -0.5:
         for m in range(nj):
             inv_q = 1.0 / (c2 + qdist[m])
-            q_beta = np.sqrt(inv_q)
-            q_beta1 = q_beta * inv_q
-            out[m] = q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+            out[m] = stein_combine(np.sqrt(inv_q), inv_q, a2dist[m], uads[m], ss[m], c1, c0,
+                                   trace_a)
     else:
         for m in range(nj):
             q = c2 + qdist[m]
-            inv_q = 1.0 / q
-            q_beta = q**beta
-            q_beta1 = q_beta * inv_q
-            out[m] = q_beta1 * (c1 * inv_q * a2dist[m] + c0 * (trace_a + uads[m])) + q_beta * ss[m]
+            out[m] = stein_combine(q**beta, 1.0 / q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
