@@ -98,6 +98,30 @@ def stein_thinning_path(x, s):
     return ksd(integrand, x.shape[0])
 
 
+def tile_gemm_gflops(d, tile_rows=512, repeats=400):
+    """GFLOP/s of the BLAS products alone, as the engine runs them: one single-threaded
+    (tile_rows x d) @ (d x tile_rows) product per Numba worker, all workers at once.
+    This is the ceiling of the BLAS-tiled path at that d."""
+    import numba as nb
+    from threadpoolctl import threadpool_limits
+
+    @nb.njit(parallel=True)
+    def products(panels, count):
+        checksum = np.zeros(panels.shape[0])
+        for worker in nb.prange(panels.shape[0]):
+            for _ in range(count):
+                gram = np.dot(panels[worker], panels[(worker + 1) % panels.shape[0]].T)
+                checksum[worker] += gram[0, 0]
+        return checksum
+
+    workers = numba.get_num_threads()
+    panels = np.random.default_rng(1).standard_normal((workers, tile_rows, d))
+    with threadpool_limits(limits=1, user_api="blas"):
+        products(panels, 2)
+        seconds = median_time(lambda: products(panels, repeats), 3)
+    return workers * repeats * 2 * tile_rows**2 * d / seconds / 1e9
+
+
 def first_call_times():
     """Seconds for import + first ksd in a fresh process: cold (empty cache) and warm."""
     code = textwrap.dedent(
@@ -189,10 +213,11 @@ def main():
             lambda: steindiag.ksd(x, score=s, preconditioner="identity")) / 1e6
         big["input_mb_N1e5_d50"] = 2 * x.nbytes / 1e6
     first = first_call_times()
-    write_report(args.out, peak, rows, big, first)
+    gemm = {d: tile_gemm_gflops(d) for d in dims if d > 24}
+    write_report(args.out, peak, rows, big, first, gemm)
 
 
-def write_report(path, peak, rows, big, first):
+def write_report(path, peak, rows, big, first, gemm):
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
 
@@ -223,6 +248,11 @@ def write_report(path, peak, rows, big, first):
         )
     lines += ["", f"First call (import + compile or cache load), fresh process: cold cache "
                   f"{first['cold']:.1f} s, warm cache {first['warm']:.1f} s."]
+    for d, gflops in gemm.items():
+        lines.append(
+            f"Ceiling of the BLAS-tiled path at d = {d}: its single-threaded 512 x {d} x 512 "
+            f"products alone run at {gflops:.1f} GFLOP/s ({100 * gflops / peak:.0f}% of the peak)."
+        )
     if big:
         lines.append(
             f"Extra peak memory at N = 100,000, d = 50: {big['extra_mem_mb_N1e5_d50']:.0f} MB "

@@ -17,6 +17,10 @@ thread; the N x N kernel matrix is never stored.
 from dataclasses import dataclass
 
 import numpy as np
+
+# Load SciPy's BLAS (what Numba's np.dot calls) before any threadpool_limits: threadpoolctl
+# only limits libraries already loaded when the limit is set.
+import scipy.linalg.cython_blas  # noqa: F401
 from threadpoolctl import threadpool_limits
 
 from steindiag import _kernels
