@@ -244,7 +244,6 @@ def _batch_placeholders(core_inputs):
 def _vectorized_function(core_inputs, core_outputs, mode):
     """Compile ``core_outputs`` vectorised over a new leading draw axis of every input."""
     import pytensor
-    import pytensor.tensor as pt
     from pytensor.graph.replace import vectorize_graph
 
     core_outputs = _lower_xtensor(core_outputs)

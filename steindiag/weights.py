@@ -214,7 +214,7 @@ def _frank_wolfe_iterations(points, tol, max_iter, bar):
                      iterations=iterations, converged=True, status="converged")
 
 
-def _frank_wolfe_segment(points, weights, gradient, tol, count, threads):
+def _frank_wolfe_segment(points, weights, gradient, tol, count, threads, bar):
     saved = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:
@@ -225,6 +225,8 @@ def _frank_wolfe_segment(points, weights, gradient, tol, count, threads):
         elapsed = time.perf_counter() - start
     finally:
         numba.set_num_threads(saved)
+    if bar is not None:
+        bar.update(int(done))
     return int(done), elapsed, done < count
 
 
@@ -251,22 +253,18 @@ def _run_frank_wolfe(points, weights, gradient, tol, budget, bar=None):
         if len(modes) > 1 and segments_since_trial >= _FW_RETRIAL_SEGMENTS:
             for mode in modes:
                 count, elapsed, finished = _frank_wolfe_segment(
-                    points, weights, gradient, tol, min(trial, budget - done), mode
+                    points, weights, gradient, tol, min(trial, budget - done), mode, bar
                 )
                 done += count
-                if bar is not None:
-                    bar.update(count)
                 seconds_per_iteration[mode] = elapsed / max(count, 1)
                 if finished or done >= budget:
                     return done
             segments_since_trial = 0
         mode = min(seconds_per_iteration, key=seconds_per_iteration.get) if seconds_per_iteration else modes[0]
         count, elapsed, finished = _frank_wolfe_segment(
-            points, weights, gradient, tol, min(segment, budget - done), mode
+            points, weights, gradient, tol, min(segment, budget - done), mode, bar
         )
         done += count
-        if bar is not None:
-            bar.update(count)
         seconds_per_iteration[mode] = elapsed / max(count, 1)
         segments_since_trial += 1
         if finished:
