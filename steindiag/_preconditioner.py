@@ -71,7 +71,9 @@ class Preconditioner:
         if self.rotation is not None:
             draws = draws @ self.rotation
             scores = scores @ self.rotation
-        return np.asarray(draws, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+        # Always copies (np.array, not np.asarray): callers centre the result in place, and
+        # the identity map must not hand them the user's arrays.
+        return np.array(draws, dtype=np.float64), np.array(scores, dtype=np.float64)
 
     def attrs(self):
         """netCDF-friendly attributes recording what was used."""

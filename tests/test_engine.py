@@ -78,6 +78,19 @@ def test_kernel_parameters_match_reference(method, c, beta):
     _assert_matches_reference(x, s, "smpcov", c=c, beta=beta, method=method)
 
 
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+@pytest.mark.parametrize("preconditioner", ["identity", "standardize", "med", "smpcov"])
+def test_inputs_are_left_unchanged(method, preconditioner):
+    # The BLAS path centres the draws in kernel coordinates; that must be a copy.
+    x, s = _target_draws(np.random.default_rng(41), 2, 30, 6)
+    x += 5.0
+    x_before, s_before = x.copy(), s.copy()
+    steindiag.ksd(x, score=s, preconditioner=preconditioner, method=method)
+    steindiag.ksd_path(x, score=s, preconditioner=preconditioner, method=method)
+    np.testing.assert_array_equal(x, x_before)
+    np.testing.assert_array_equal(s, s_before)
+
+
 @pytest.mark.parametrize("d", [1, 2, 7, 25, 64, 300])
 def test_dimensions_match_reference(d):
     # d = 1 .. 300 covers both engine paths under method="auto" (fused up to 24).
