@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 import steindiag
+from steindiag._engine import _FUSED_MAX_D
 
 ROOT = Path(__file__).resolve().parent
 
@@ -213,7 +214,7 @@ def main():
             lambda: steindiag.ksd(x, score=s, preconditioner="identity")) / 1e6
         big["input_mb_N1e5_d50"] = 2 * x.nbytes / 1e6
     first = first_call_times()
-    gemm = {d: tile_gemm_gflops(d) for d in dims if d > 24}
+    gemm = {d: tile_gemm_gflops(d) for d in dims if d > _FUSED_MAX_D}
     write_report(args.out, peak, rows, big, first, gemm)
 
 

@@ -29,8 +29,9 @@ from steindiag._progress import make_progress
 
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
 
-# Above this many parameters the BLAS-tiled path is faster (measured in benchmarks/).
-_FUSED_MAX_D = 24
+# Above this many parameters the BLAS-tiled path is faster: at d = 4 by 1.0-1.2x, at d = 10
+# by 2x (1 and 4 chains, N = 5k-20k; measured as in benchmarks/bench_engine.py).
+_FUSED_MAX_D = 3
 # Draws (over all chains) on each side of a BLAS tile: a Gram block of (2 * 256)^2 doubles
 # = 2 MB per thread (L2-sized); 256 and 512 measured equal, 1024 twice slower.
 _GEMM_TILE_ROWS = 256
@@ -187,7 +188,7 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
     preconditioner : Preconditioner
         Already resolved from the pooled draws.
     method : {"auto", "fused", "gemm"}
-        ``"auto"`` uses ``"fused"`` for d <= 24, ``"gemm"`` above.
+        ``"auto"`` uses ``"fused"`` for d <= 3, ``"gemm"`` above.
     progress : bool or None, default False
         Show a progress bar (None: only when interactive and the pass is long).
     **options

@@ -187,63 +187,166 @@ def lower_row_sums(
                     row_same[c, t] = total_same
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+# A pair's |z_i - z_j|^2 from |z_i|^2 + |z_j|^2 - 2 z_i.z_j is off by about
+# eps (|z_i|^2 + |z_j|^2), which matters only relative to q = c^2 + |z_i - z_j|^2. Where
+# the norms exceed this many times q (repeated draws far from the centre, as after a
+# Metropolis rejection on a large scale), the pair is recomputed from its differences:
+# the relative error of q then stays below about 1e3 eps.
+_CANCELLATION_RATIO = 1e3
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _q_powers(qdist, c2, beta, half):
+    """(q^beta, 1/q) for q = c^2 + qdist; half: beta = -1/2 (a square root, no pow call)."""
+    inv_q = 1.0 / (c2 + qdist)
+    if half:
+        return np.sqrt(inv_q), inv_q
+    return (c2 + qdist) ** beta, inv_q
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _tile_pair_loop(
+    g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
+    isotropic, scale_q, c2, beta, trace_a, kept, half,
+):
+    """The loop of ``_tile_pair_sum`` for one value of ``half`` (beta = -1/2)."""
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
+    total = 0.0
+    for m in range(limit):
+        norms_q = scale_q * (nq_i + nq_j[m])
+        qdist = max(norms_q - 2.0 * scale_q * g_q[m], 0.0)
+        q = c2 + qdist
+        if isotropic:
+            a2dist = scale_q * qdist
+            exact = norms_q <= _CANCELLATION_RATIO * q
+        else:
+            norms_a2 = na2_i + na2_j[m]
+            a2dist = max(norms_a2 - 2.0 * g_a2[m], 0.0)
+            # a2dist enters next to q tr(A): the same test on that scale.
+            exact = (norms_q <= _CANCELLATION_RATIO * q) & (
+                norms_a2 <= _CANCELLATION_RATIO * q * trace_a)
+        uads = scale_q * (ys_ii + ys_jj[m] - g_ys[m] - g_sy[m])
+        q_beta, inv_q = _q_powers(qdist, c2, beta, half)
+        value = stein_combine(q_beta, inv_q, a2dist, uads, g_ss[m], c1, c0, trace_a)
+        # Arithmetic rather than a branch, so that the loop still vectorises.
+        keep = np.float64(exact)
+        kept[m] = keep
+        total += value * keep
+    return total
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _tile_pair_sum(
+    g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
+    isotropic, scale_q, c2, beta, trace_a, kept,
+):
+    """sum_m k_p over pairs (i, m), m < limit, of one tile row, from Gram-row slices.
+
+    ``g_*`` are the row of draw i in the Gram blocks z.z', y.y', y.s', s.y' and s.s',
+    restricted to the columns of one chain; ``nq_j``, ``na2_j`` and ``ys_jj`` are that
+    chain's row norms. Pairs whose distances lose too many digits to cancellation (see
+    ``_CANCELLATION_RATIO``) are left out of the sum, with ``kept[m] = 0`` (1 otherwise),
+    for the caller to recompute.
+
+    The loop vectorises (SIMD division and square root, about 0.5 ns a pair on one
+    core) only if: the beta = -1/2 case is a loop of its own (a constant ``half`` after
+    inlining; otherwise LLVM may if-convert and call pow on every lane, 17x slower);
+    ``error_model="numpy"``, here and in the caller that inlines this (Python's error
+    model checks every division for zero, q >= c^2 > 0 never is, and that check alone
+    kept the loop scalar, 8x slower); and no second reduction, such as a count of the
+    pairs left out (hence the ``kept`` flags).
+    """
+    if beta == -0.5:
+        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, True)
+    return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                           ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, False)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _pair_from_differences(z_i, z_j, y_i, y_j, s_i, s_j, ss, isotropic, scale_q, c2, beta,
+                           trace_a):
+    """k_p of one pair from its coordinate differences (no cancellation), O(d)."""
+    qdist = 0.0
+    a2dist = 0.0
+    uads = 0.0
+    for k in range(z_i.shape[0]):
+        dz = z_i[k] - z_j[k]
+        dy = y_i[k] - y_j[k]
+        qdist += dz * dz
+        a2dist += dy * dy
+        uads += dy * (s_i[k] - s_j[k])
+    qdist *= scale_q
+    if isotropic:
+        a2dist = scale_q * qdist
+    q_beta, inv_q = _q_powers(qdist, c2, beta, beta == -0.5)
+    return stein_combine(q_beta, inv_q, a2dist, scale_q * uads, ss,
+                         -4.0 * beta * (beta - 1.0), -2.0 * beta, trace_a)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _tile_row_sums(
-    gram, n_blocks, n_chain, tile, valid_i, valid_j, diagonal_tile,
+    gram, gram_q, panel_i, panel_j, valid_i, valid_j, diagonal_tile,
     norm_q_i, norm_a2_i, ys_i, norm_q_j, norm_a2_j, ys_j,
-    isotropic, scale_q, c2, beta, trace_a, out_same, out_all,
+    isotropic, scale_q, c2, beta, trace_a, kept, out_same, out_all,
 ):
     """Add one tile's k_p row sums to ``out_same``/``out_all`` (chain, tile), serially.
 
-    ``gram`` is the Gram matrix of the stacked panels [Z; (Y;) S] of the row tile and
-    the column tile; block (p, q) starts at row p * n_chain * tile, column
-    q * n_chain * tile, and row ``c * tile + t`` of a block is draw t of chain c.
+    ``gram`` is the Gram matrix of the stacked panels [Y; S] of the row tile and the
+    column tile (y = a x, or x if isotropic): block (p, q) starts at row p * chain * tile,
+    column q * chain * tile, and row ``c * tile + t`` of a block is draw t of chain c.
+    ``gram_q`` holds the z.z' products (z = sqrt(a) x): ``gram`` itself if isotropic.
+    ``panel_i``, ``panel_j`` (n_blocks, chain, tile, d) are the tiles themselves, for
+    the pairs recomputed from differences; ``kept`` is (tile,) float64 scratch.
     """
+    n_blocks, n_chain, tile, _ = panel_i.shape
     rows = n_chain * tile
     y = n_blocks - 2
     s = n_blocks - 1
-    c1 = -4.0 * beta * (beta - 1.0)
-    c0 = -2.0 * beta
-    half = beta == -0.5
+    # Largest column norms per chain: pairs can be left out only if these allow it.
+    max_q_j = np.empty(n_chain)
+    max_a2_j = np.empty(n_chain)
+    for c_j in range(n_chain):
+        max_q_j[c_j] = norm_q_j[c_j, :valid_j].max()
+        max_a2_j[c_j] = norm_a2_j[c_j, :valid_j].max()
     for c_i in range(n_chain):
         for tl in range(valid_i):
             r = c_i * tile + tl
-            # Row views of the Gram blocks: |z|^2 part, |y|^2 part, y.s, s.y and s.s.
-            g_q = gram[r]
-            g_a2 = gram[rows + r, rows:]
-            g_ys = gram[y * rows + r, s * rows :]
-            g_sy = gram[s * rows + r, y * rows :]
-            g_ss = gram[s * rows + r, s * rows :]
-            nq_i = norm_q_i[c_i, tl]
-            na2_i = norm_a2_i[c_i, tl]
-            ys_ii = ys_i[c_i, tl]
             total_all = 0.0
             for c_j in range(n_chain):
                 if diagonal_tile:
                     limit = tl + 1 if c_j < c_i else tl
                 else:
                     limit = valid_j
-                base = c_j * tile
-                nq_j = norm_q_j[c_j]
-                na2_j = norm_a2_j[c_j]
-                ys_jj = ys_j[c_j]
-                # One fused loop (no temporaries); the sum vectorises under reassociation.
-                total = 0.0
-                for m in range(limit):
-                    col = base + m
-                    qdist = scale_q * max(nq_i + nq_j[m] - 2.0 * g_q[col], 0.0)
-                    if isotropic:
-                        a2dist = scale_q * qdist
-                    else:
-                        a2dist = max(na2_i + na2_j[m] - 2.0 * g_a2[col], 0.0)
-                    uads = scale_q * (ys_ii + ys_jj[m] - g_ys[col] - g_sy[col])
-                    inv_q = 1.0 / (c2 + qdist)
-                    if half:
-                        q_beta = np.sqrt(inv_q)
-                    else:
-                        q_beta = (c2 + qdist) ** beta
-                    total += stein_combine(q_beta, inv_q, a2dist, uads, g_ss[col], c1, c0,
-                                           trace_a)
+                col = c_j * tile
+                g_ss = gram[rows + r, rows + col : rows + col + limit]
+                # Row slices of the Gram blocks: z.z', y.y', y.s', s.y' and s.s'.
+                total = _tile_pair_sum(
+                    gram_q[r, col : col + limit],
+                    gram[r, col : col + limit],
+                    gram[r, rows + col : rows + col + limit],
+                    gram[rows + r, col : col + limit],
+                    g_ss,
+                    norm_q_i[c_i, tl], norm_q_j[c_j], norm_a2_i[c_i, tl], norm_a2_j[c_j],
+                    ys_i[c_i, tl], ys_j[c_j], limit, isotropic, scale_q, c2, beta, trace_a,
+                    kept,
+                )
+                # q >= c^2, so no pair was left out unless the norms reach this bound.
+                may_lose = scale_q * (norm_q_i[c_i, tl] + max_q_j[c_j]) > (
+                    _CANCELLATION_RATIO * c2)
+                if not isotropic:
+                    may_lose = may_lose or norm_a2_i[c_i, tl] + max_a2_j[c_j] > (
+                        _CANCELLATION_RATIO * c2 * trace_a)
+                if may_lose:
+                    for m in range(limit):
+                        if kept[m] == 0.0:
+                            total += _pair_from_differences(
+                                panel_i[0, c_i, tl], panel_j[0, c_j, m],
+                                panel_i[y, c_i, tl], panel_j[y, c_j, m],
+                                panel_i[s, c_i, tl], panel_j[s, c_j, m],
+                                g_ss[m], isotropic, scale_q, c2, beta, trace_a,
+                            )
                 total_all += total
                 if c_j == c_i:
                     out_same[c_i, tl] += total
@@ -268,34 +371,40 @@ def lower_row_sums_gemm(
     row_same, row_all : float64 (chain, n_tiles * tile) outputs; the rows of row tiles
         tile_begin..tile_end-1 are overwritten (a caller may run the pass in chunks).
 
-    Each parallel task owns the rows of two row tiles (the k-th and the k-th from
-    last of the range, for balance) and computes their Gram blocks against every earlier column tile with
-    one matrix product each. Call with BLAS limited to one thread (the caller does):
-    nested thread pools are several times slower. Memory: one Gram block of
-    (n_blocks * chain * tile)^2 doubles per thread.
+    Each parallel task owns the rows of two row tiles (the k-th and the k-th from last
+    of the range, for balance) and, for every earlier column tile, takes from BLAS the
+    Gram matrix of [Y; S] (all four blocks are used) and, unless isotropic, of Z:
+    8 d flops a pair (10 d unless isotropic). Call with BLAS limited to one thread (the
+    caller does): nested thread pools are several times slower. Memory per thread:
+    (2 chain tile)^2 doubles, plus (chain tile)^2 unless isotropic.
     """
     n_tiles, n_blocks, n_chain, tile, d = panels.shape
-    rows = n_blocks * n_chain * tile
+    rows = n_chain * tile
     n_range = tile_end - tile_begin
     n_tasks = (n_range + 1) // 2
     row_same[:, tile_begin * tile : tile_end * tile] = 0.0
     row_all[:, tile_begin * tile : tile_end * tile] = 0.0
     for task in nb.prange(n_tasks):
+        kept = np.empty(tile)
         for half in range(2):
             offset = np.int64(task) if half == 0 else np.int64(n_range - 1 - task)
             if half == 1 and offset == task:
                 break
             tile_i = tile_begin + offset
-            panel_i = panels[tile_i].reshape(rows, d)
+            yi_si = panels[tile_i, n_blocks - 2 :].reshape(2 * rows, d)
+            z_i = panels[tile_i, 0].reshape(rows, d)
             valid_i = min(tile, n_draw - tile_i * tile)
             out_same = row_same[:, tile_i * tile : (tile_i + 1) * tile]
             out_all = row_all[:, tile_i * tile : (tile_i + 1) * tile]
             for tile_j in range(tile_i + 1):
-                panel_j = panels[tile_j].reshape(rows, d)
-                gram = np.dot(panel_i, panel_j.T)
+                gram = np.dot(yi_si, panels[tile_j, n_blocks - 2 :].reshape(2 * rows, d).T)
+                if isotropic:
+                    gram_q = gram
+                else:
+                    gram_q = np.dot(z_i, panels[tile_j, 0].reshape(rows, d).T)
                 _tile_row_sums(
-                    gram, n_blocks, n_chain, tile, valid_i, tile, tile_i == tile_j,
-                    norm_q[tile_i], norm_a2[tile_i], ys[tile_i],
+                    gram, gram_q, panels[tile_i], panels[tile_j], valid_i, tile,
+                    tile_i == tile_j, norm_q[tile_i], norm_a2[tile_i], ys[tile_i],
                     norm_q[tile_j], norm_a2[tile_j], ys[tile_j],
-                    isotropic, scale_q, c2, beta, trace_a, out_same, out_all,
+                    isotropic, scale_q, c2, beta, trace_a, kept, out_same, out_all,
                 )

@@ -79,6 +79,29 @@ def test_kernel_parameters_match_reference(method, c, beta):
 
 
 @pytest.mark.parametrize("method", ["fused", "gemm"])
+@pytest.mark.parametrize("preconditioner", ["identity", "smpcov"])
+@pytest.mark.parametrize("d", [3, 30])
+@pytest.mark.parametrize("c, beta", [(1.0, -0.5), (2.0, -0.3)])
+def test_repeated_draws_far_from_the_centre_match_reference(
+    method, preconditioner, d, c, beta, monkeypatch
+):
+    # A Metropolis-like trace (every draw repeated, as after a rejection) on a scale of
+    # 1e6 with A = I: |x_i|^2 + |x_j|^2 - 2 x_i.x_j loses all digits of |x_i - x_j|^2
+    # for the repeated pairs, which the BLAS path must then compute exactly. Small tiles,
+    # so that repeated pairs fall both inside a tile and across tiles.
+    from steindiag import _engine as engine
+
+    monkeypatch.setattr(engine, "_GEMM_TILE_ROWS", 16)
+    rng = np.random.default_rng(40 + d)
+    x = 1e6 * rng.standard_normal((2, 40, d))
+    x[:, 1::2] = x[:, 0::2]
+    x[:, 21] = x[:, 2]  # also repeated after a gap (in another tile)
+    s = -x / 1e12 + 1e-6 * rng.standard_normal(x.shape)
+    # Truth: reference.py (explicit differences x_i - x_j, exactly zero for repeats).
+    _assert_matches_reference(x, s, preconditioner, c=c, beta=beta, method=method)
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
 @pytest.mark.parametrize("preconditioner", ["identity", "standardize", "med", "smpcov"])
 def test_inputs_are_left_unchanged(method, preconditioner):
     # The BLAS path centres the draws in kernel coordinates; that must be a copy.
@@ -93,7 +116,7 @@ def test_inputs_are_left_unchanged(method, preconditioner):
 
 @pytest.mark.parametrize("d", [1, 2, 7, 25, 64, 300])
 def test_dimensions_match_reference(d):
-    # d = 1 .. 300 covers both engine paths under method="auto" (fused up to 24).
+    # d = 1 .. 300 covers both engine paths under method="auto" (fused up to 3).
     x, s = _target_draws(np.random.default_rng(4 + d), 2, 12, d)
     _assert_matches_reference(x, s, "standardize")
 
