@@ -3,15 +3,16 @@
 Depends only on NumPy, SciPy and the Numba kernels. Two interchangeable paths
 compute the same row sums (see ``steindiag._kernels``):
 
-- ``"fused"``: one Numba loop per pair, SIMD over draws. Fastest for small d.
+- ``"fused"``: one Numba loop per pair, SIMD over draws. Fastest for d <= 3.
 - ``"gemm"``: tiles whose dot products come from BLAS matrix products, then a
-  Numba pass over the tile. Fastest for larger d. The draws are centred first so
-  that |x_i|^2 + |x_j|^2 - 2 x_i.x_j does not lose digits to cancellation.
+  SIMD Numba pass over the tile. Fastest from d = 4. The draws are centred first so
+  that |x_i|^2 + |x_j|^2 - 2 x_i.x_j does not lose digits to cancellation; pairs that
+  still would (repeated draws far from the centre) are recomputed from differences.
 
 Memory: each path holds one copy of draws and scores in its own layout (2 N d
 doubles for the fused path, 2-3 N d for the BLAS path's panels), O(N) row sums, and
-the BLAS path one Gram block of (n_blocks * ``_GEMM_TILE_ROWS``)^2 doubles per
-thread; the N x N kernel matrix is never stored.
+the BLAS path a Gram block of (2 * ``_GEMM_TILE_ROWS``)^2 doubles per thread (plus
+``_GEMM_TILE_ROWS``^2 for a non-isotropic A); the N x N kernel matrix is never stored.
 """
 
 from dataclasses import dataclass
