@@ -54,6 +54,15 @@ def stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a):
     return q_beta1 * (c1 * inv_q * a2dist + c0 * (trace_a + uads)) + q_beta * ss
 
 
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _q_powers(qdist, c2, beta, half):
+    """(q^beta, 1/q) for q = c^2 + qdist; half: beta = -1/2 (a square root, no pow call)."""
+    inv_q = 1.0 / (c2 + qdist)
+    if half:
+        return np.sqrt(inv_q), inv_q
+    return (c2 + qdist) ** beta, inv_q
+
+
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
     """sum_m k_p over one block of pairs (vectorised; the beta branch is outside the loop)."""
@@ -62,13 +71,12 @@ def _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
     c0 = -2.0 * beta
     if beta == -0.5:
         for m in range(nj):
-            inv_q = 1.0 / (c2 + qdist[m])
-            total += stein_combine(np.sqrt(inv_q), inv_q, a2dist[m], uads[m], ss[m], c1, c0,
-                                   trace_a)
+            q_beta, inv_q = _q_powers(qdist[m], c2, beta, True)
+            total += stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
     else:
         for m in range(nj):
-            q = c2 + qdist[m]
-            total += stein_combine(q**beta, 1.0 / q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
+            q_beta, inv_q = _q_powers(qdist[m], c2, beta, False)
+            total += stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
     return total
 
 
@@ -193,15 +201,6 @@ def lower_row_sums(
 # Metropolis rejection on a large scale), the pair is recomputed from its differences:
 # the relative error of q then stays below about 1e3 eps.
 _CANCELLATION_RATIO = 1e3
-
-
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
-def _q_powers(qdist, c2, beta, half):
-    """(q^beta, 1/q) for q = c^2 + qdist; half: beta = -1/2 (a square root, no pow call)."""
-    inv_q = 1.0 / (c2 + qdist)
-    if half:
-        return np.sqrt(inv_q), inv_q
-    return (c2 + qdist) ** beta, inv_q
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")

@@ -24,7 +24,13 @@ how many threads they get (``threads_for``; ``weights._run_frank_wolfe`` times b
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_combine, stein_kernel_diagonal
+from steindiag._kernels import (
+    _FAST_SUM,
+    _accumulate_block,
+    _q_powers,
+    stein_combine,
+    stein_kernel_diagonal,
+)
 
 __all__ = [
     "kernel_matvec",
@@ -51,13 +57,12 @@ def _block_kernel_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, out):
     c0 = -2.0 * beta
     if beta == -0.5:
         for m in range(nj):
-            inv_q = 1.0 / (c2 + qdist[m])
-            out[m] = stein_combine(np.sqrt(inv_q), inv_q, a2dist[m], uads[m], ss[m], c1, c0,
-                                   trace_a)
+            q_beta, inv_q = _q_powers(qdist[m], c2, beta, True)
+            out[m] = stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
     else:
         for m in range(nj):
-            q = c2 + qdist[m]
-            out[m] = stein_combine(q**beta, 1.0 / q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
+            q_beta, inv_q = _q_powers(qdist[m], c2, beta, False)
+            out[m] = stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
