@@ -1,0 +1,238 @@
+"""Numba kernels for the tests: many quadratic forms with K_p, and base-kernel block sums.
+
+Nothing here imports xarray or PyMC, and nothing validates input: callers pass float64,
+C-contiguous arrays already in the kernel's coordinates (after
+``Preconditioner.to_kernel_coordinates``, so that A = diag(a)), stored transposed as
+``(1, d, N)`` like ``steindiag._kernels`` (one "chain" holding all N points, the
+innermost loops running over points with unit stride).
+
+- ``stein_quadratic_forms``: w_b^T K_p w_b for every column b of an (N, B) matrix W,
+  per chain and pooled, in one tiled pass. Each tile of K_p (rows of one tile, up to
+  ``_COLUMN_CHUNK`` columns) is evaluated once into a small buffer and multiplied by the
+  matching rows of W with a BLAS matrix product, so the B columns share every kernel
+  evaluation: O(N^2 (d + B)) time and O(N B) memory (W itself) plus
+  O(_TILE_ROWS * (_COLUMN_CHUNK + 3 B)) doubles per thread; neither K_p nor K_p W
+  is stored.
+- ``base_kernel_unit_sums``: sums of the base kernel k(x, y) = (c^2 + (x-y)^T A (x-y))^beta
+  over all pairs of points between (and within) contiguous groups of points, for the
+  MMD and its block-permutation test. O(N^2 d) time, O(parts * U^2) memory for U groups.
+"""
+
+import numba as nb
+import numpy as np
+
+from steindiag._kernels import _FAST_SUM, _accumulate_block, _q_powers, stein_combine
+
+__all__ = ["stein_quadratic_forms", "base_kernel_unit_sums", "QUADRATIC_TILE_ROWS"]
+
+# Points per inner block (the per-pair accumulators of one block live in L1), as in _kernels.
+_BLOCK = 256
+# Rows of a tile of K_p, and columns evaluated before each matrix product: the tile
+# buffer is 256 x 512 doubles (1 MB) and each product is (256 x 512) @ (512 x B).
+QUADRATIC_TILE_ROWS = 256
+_COLUMN_CHUNK = 512
+# Rows per parallel task of the base-kernel sums (tasks are paired b <-> n - 1 - b).
+_ROWS_PER_TASK = 8
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+def _stein_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out):
+    """out[m] = factor * k_p for each pair of one block (beta = -1/2 loop kept apart)."""
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
+    if beta == -0.5:
+        for m in range(nj):
+            q_beta, inv_q = _q_powers(qdist[m], c2, beta, True)
+            out[m] = factor * stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0,
+                                            trace_a)
+    else:
+        for m in range(nj):
+            q_beta, inv_q = _q_powers(qdist[m], c2, beta, False)
+            out[m] = factor * stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0,
+                                            trace_a)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _fill_tile(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i0, ni, j0, nj, factor,
+               tile, x_i, s_i, qdist, a2dist, uads, ss):
+    """tile[r * nj + m] = factor * k_p(x_(i0 + r), x_(j0 + m)): a C-ordered (ni, nj) block."""
+    d = draws_t.shape[1]
+    for r in range(ni):
+        i = i0 + r
+        for k in range(d):
+            x_i[k] = draws_t[0, k, i]
+            s_i[k] = scores_t[0, k, i]
+        for b0 in range(0, nj, _BLOCK):
+            nb_ = min(_BLOCK, nj - b0)
+            _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0 + b0, nb_, x_i, s_i,
+                              qdist, a2dist, uads, ss)
+            start = r * nj + b0
+            _stein_values(qdist, a2dist, uads, ss, nb_, c2, beta, trace_a, factor,
+                          tile[start : start + nb_])
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+                 col_lo, col_hi, factor, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss):
+    """acc[:ni] += factor * K_p[i0 : i0 + ni, col_lo : col_hi] @ weights[col_lo : col_hi]."""
+    n_rhs = weights.shape[1]
+    for j0 in range(col_lo, col_hi, _COLUMN_CHUNK):
+        nj = min(_COLUMN_CHUNK, col_hi - j0)
+        block = tile[: ni * nj]
+        _fill_tile(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i0, ni, j0, nj, factor,
+                   block, x_i, s_i, qdist, a2dist, uads, ss)
+        result = product[: ni * n_rhs].reshape((ni, n_rhs))
+        np.dot(block.reshape((ni, nj)), weights[j0 : j0 + nj], result)
+        for r in range(ni):
+            for b in range(n_rhs):
+                acc[r, b] += result[r, b]
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def stein_quadratic_forms(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights,
+                          tile_start, tile_stop, tile_chain_start, cross, out):
+    """out[t, 0, b] and out[t, 1, b]: row tile t's share of w_b^T K_p w_b, same chain and cross.
+
+    Parameters
+    ----------
+    draws_t, scores_t : float64 (1, d, N), C-contiguous, kernel coordinates, chains
+        stored one after the other (chain-major).
+    a, isotropic, c2, beta, trace_a : kernel constants as in ``_kernels.lower_row_sums``
+    weights : float64 (N, B), C-contiguous: the B right-hand sides, each row contiguous.
+    tile_start, tile_stop : int64 (n_tiles,)
+        Row tiles, in increasing order, none crossing a chain boundary.
+    tile_chain_start : int64 (n_tiles,)
+        Index of the first point of the chain that holds each tile.
+    cross : bool
+        Also compute the cross-chain terms (for the pooled forms).
+    out : float64 (n_tiles, 2, B), overwritten.
+
+    With T the rows of tile t and C its chain,
+
+        out[t, 0] = sum_(i in T) w_i [K_TT w_T + 2 K_(T, C before T) w_(C before T)]_i,
+        out[t, 1] = sum_(i in T) w_i [2 K_(T, all points before C) w]_i    (0 unless cross),
+
+    so the sum of ``out[:, 0]`` over the tiles of a chain is w^T K_p w on that chain
+    alone, and the sum of both over all tiles is w^T K_p w on all points pooled (each
+    unordered pair of points is evaluated once, on the side of its later point; the
+    diagonal tiles are evaluated whole). Work is split over tasks pairing tile k with
+    tile n_tiles - 1 - k, which cost about the same.
+    """
+    n_tiles = tile_start.shape[0]
+    d = draws_t.shape[1]
+    n_rhs = weights.shape[1]
+    n_tasks = (n_tiles + 1) // 2
+    rows = 0
+    for t in range(n_tiles):
+        rows = max(rows, tile_stop[t] - tile_start[t])
+    for task in nb.prange(n_tasks):
+        tile = np.empty(rows * _COLUMN_CHUNK)
+        product = np.empty(rows * n_rhs)
+        acc_same = np.empty((rows, n_rhs))
+        acc_cross = np.empty((rows, n_rhs))
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        for half in range(2):
+            t = np.int64(task) if half == 0 else np.int64(n_tiles - 1 - task)
+            if half == 1 and t == task:
+                break
+            i0 = tile_start[t]
+            ni = tile_stop[t] - i0
+            c0 = tile_chain_start[t]
+            acc_same[:ni] = 0.0
+            acc_cross[:ni] = 0.0
+            # Earlier points of the same chain (each pair counted for both orders), then
+            # the tile against itself (whole, diagonal included).
+            _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+                         c0, i0, 2.0, tile, product, acc_same, x_i, s_i, qdist, a2dist, uads,
+                         ss)
+            _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+                         i0, i0 + ni, 1.0, tile, product, acc_same, x_i, s_i, qdist, a2dist,
+                         uads, ss)
+            if cross:
+                _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0,
+                             ni, 0, c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
+                             a2dist, uads, ss)
+            for b in range(n_rhs):
+                out[t, 0, b] = 0.0
+                out[t, 1, b] = 0.0
+            for r in range(ni):
+                w_row = weights[i0 + r]
+                for b in range(n_rhs):
+                    out[t, 0, b] += w_row[b] * acc_same[r, b]
+                    out[t, 1, b] += w_row[b] * acc_cross[r, b]
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, c2, beta):
+    """sum over j = j0 .. j0 + nj - 1 of (c^2 + (x_i - x_j)^T A (x_i - x_j))^beta."""
+    d = draws_t.shape[1]
+    for m in range(nj):
+        qdist[m] = 0.0
+    for k in range(d):
+        xk = x_i[k]
+        ak = a[0] if isotropic else a[k]
+        xs = draws_t[0, k, j0 : j0 + nj]
+        for m in range(nj):
+            u = xk - xs[m]
+            qdist[m] += ak * u * u
+    total = 0.0
+    if beta == -0.5:
+        for m in range(nj):
+            total += np.sqrt(1.0 / (c2 + qdist[m]))
+    else:
+        for m in range(nj):
+            total += (c2 + qdist[m]) ** beta
+    return total
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM, error_model="numpy")
+def base_kernel_unit_sums(draws_t, a, isotropic, c2, beta, unit_start, partial):
+    """Lower-triangle sums of the base kernel between contiguous groups ("units") of points.
+
+    Parameters
+    ----------
+    draws_t : float64 (1, d, N), C-contiguous, kernel coordinates
+    a, isotropic, c2, beta : kernel constants (A = diag(a), or a[0] I if isotropic)
+    unit_start : int64 (U + 1,), unit u holds points unit_start[u] .. unit_start[u+1] - 1
+    partial : float64 (n_parts, U, U), overwritten; n_parts parallel parts
+
+    After the call, L = partial.sum(axis=0) holds, for u > v, L[u, v] = sum of
+    k(x_i, x_j) over i in u, j in v, and L[u, u] = sum over pairs j < i inside u; so
+    the full (symmetric, self-pairs excluded) sums are L + L^T. The partition of rows
+    into parts is static, so the result does not depend on the number of threads.
+    Memory: O(n_parts * U^2).
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_parts = partial.shape[0]
+    n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
+    n_tasks = (n_blocks + 1) // 2
+    for part in nb.prange(n_parts):
+        qdist = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        acc = partial[part]
+        acc[:, :] = 0.0
+        for task in range(np.int64(part), n_tasks, n_parts):
+            for half in range(2):
+                block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
+                if half == 1 and block == task:
+                    break
+                unit_i = 0
+                for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
+                    while unit_start[unit_i + 1] <= i:
+                        unit_i += 1
+                    for k in range(d):
+                        x_i[k] = draws_t[0, k, i]
+                    for unit_j in range(unit_i + 1):
+                        lo = unit_start[unit_j]
+                        hi = unit_start[unit_j + 1] if unit_j < unit_i else i
+                        total = 0.0
+                        for j0 in range(lo, hi, _BLOCK):
+                            total += _base_block_sum(draws_t, a, isotropic, x_i, j0,
+                                                     min(_BLOCK, hi - j0), qdist, c2, beta)
+                        acc[unit_i, unit_j] += total
