@@ -1,0 +1,379 @@
+"""Maximum mean discrepancy between chains, or between two samples: ``mmd``.
+
+No score is needed: MMD compares draws with draws, so it sees what score-based
+discrepancies are blind to (chains stuck in different, well separated modes).
+
+Data flow: input -> draws (chain, draw, d) -> one preconditioner from all draws ->
+contiguous blocks of draws ("units") -> one tiled pass
+``_multi_products.base_kernel_unit_sums`` giving the kernel sums between every pair of
+units -> MMD^2 of every pair of chains (or of the two samples) and block-permutation
+p-values, both from the U x U sums alone -> labelled ``xarray.Dataset``.
+"""
+
+import numbers
+import warnings
+
+import numba as nb
+import numpy as np
+import xarray as xr
+
+from steindiag._autocorrelation import integrated_autocorrelation_time
+from steindiag._ksd import prepare_input
+from steindiag._multi_products import base_kernel_unit_sums
+from steindiag._preconditioner import make_preconditioner
+from steindiag._validate import check_kernel_args
+
+__all__ = ["mmd"]
+
+_BASE_KERNEL_DOC = "IMQ, k(x, y) = (c^2 + (x-y)^T A (x-y))^beta, A = Lambda^-1"
+# Automatic block length: this many integrated autocorrelation times (see ``mmd`` Notes).
+_BLOCK_PER_TAU = 5.0
+# Fewer blocks than this per chain: the permutation p-value is coarse or unreliable, warn.
+_MIN_BLOCKS = 10
+# Permutations evaluated at a time (bounds the (chunk, units) temporaries).
+_PERMUTATION_CHUNK = 1024
+# Parts of the parallel pass (at least): a static partition, so the sums do not depend on
+# the number of threads.
+_PARTS = 8
+
+
+def _no_score(x):
+    """A placeholder score: MMD never uses one, but the input layer evaluates it."""
+    return np.zeros_like(x)
+
+
+def _mmd_iv(n_permutations, block_length, rng):
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, numbers.Integral):
+        raise TypeError(
+            f"n_permutations must be an integer >= 0; got {type(n_permutations).__name__}."
+        )
+    if n_permutations < 0:
+        raise ValueError(f"n_permutations must be an integer >= 0; got {n_permutations}.")
+    if not (isinstance(block_length, str) and block_length == "auto"):
+        if isinstance(block_length, bool) or not isinstance(block_length, numbers.Integral):
+            raise TypeError(
+                f"block_length must be 'auto' or a positive integer; got {block_length!r}."
+            )
+        if block_length < 1:
+            raise ValueError(
+                f"block_length must be 'auto' or a positive integer; got {block_length}."
+            )
+        block_length = int(block_length)
+    try:
+        rng = np.random.default_rng(rng)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            "rng must be None, an integer seed, a numpy.random.Generator or a "
+            f"SeedSequence; got {type(rng).__name__}."
+        ) from err
+    return int(n_permutations), block_length, rng
+
+
+def _prepare_draws(data, model, name, group, var_names, coords, sample_dims):
+    """(chain, draw, d) draws of ``data`` (the unconstrained space if ``model`` is given)."""
+    try:
+        return prepare_input(data, model, score=_no_score, group=group, var_names=var_names,
+                             coords=coords, sample_dims=sample_dims)
+    except (TypeError, ValueError) as err:
+        if name == "data":
+            raise
+        raise type(err)(f"other: {err}") from err
+
+
+def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
+    """G[u, v] = sum of k(x_i, x_j) over i in unit u, j in unit v, i != j; (U, U) symmetric.
+
+    Parameters
+    ----------
+    points : ndarray (N, d), units stored one after the other
+    unit_start : int64 (U + 1,), unit u holds rows unit_start[u] .. unit_start[u+1] - 1
+    preconditioner : Preconditioner
+    c, beta : float
+
+    O(N^2 d) time, O(N d + U^2) memory; the N x N kernel matrix is not stored.
+    """
+    draws_k, _ = preconditioner.to_kernel_coordinates(points, np.zeros_like(points))
+    draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
+    n_units = unit_start.shape[0] - 1
+    partial = np.empty((max(_PARTS, nb.get_num_threads()), n_units, n_units))
+    base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic, float(c) ** 2,
+                          float(beta), np.ascontiguousarray(unit_start, dtype=np.int64),
+                          partial)
+    lower = partial.sum(axis=0)
+    return lower + lower.T
+
+
+def _mmd2_from_sums(sums_xx, sums_yy, sums_xy, n_x, n_y):
+    """Unbiased MMD^2 from the three kernel sums (self-pairs excluded from the first two)."""
+    return (sums_xx / (n_x * (n_x - 1.0)) + sums_yy / (n_y * (n_y - 1.0))
+            - 2.0 * sums_xy / (n_x * n_y))
+
+
+def _split_statistic(sums, counts, in_x):
+    """MMD^2 between the units with in_x (P, U) true and the others, for each row of in_x.
+
+    ``sums[u, v]`` are kernel sums between units and ``counts[u, v]`` the numbers of
+    pairs they hold: each of the three terms is a mean over the pairs it includes.
+    """
+    z = in_x.astype(np.float64)
+    y = 1.0 - z
+
+    def mean(left, right):
+        return (np.einsum("pu,pu->p", left @ sums, right)
+                / np.einsum("pu,pu->p", left @ counts, right))
+
+    return mean(z, z) + mean(y, y) - 2.0 * mean(z, y)
+
+
+def _test_pairs(G, sizes, unit_chain):
+    """Sums and pair counts for the permutation statistic: near pairs left out.
+
+    Pairs inside one block, or in adjacent blocks of the same chain, are the ones whose
+    draws are correlated; they are left out of the statistic (observed and permuted
+    alike), so every pair it uses is at least one block apart in its chain, or in
+    different chains.
+    """
+    n_units = G.shape[0]
+    index = np.arange(n_units)
+    near = (unit_chain[:, None] == unit_chain[None, :]) & (
+        np.abs(index[:, None] - index[None, :]) <= 1)
+    counts = np.outer(sizes, sizes)
+    return np.where(near, 0.0, G), np.where(near, 0.0, counts)
+
+
+def _permutation_pvalue(sums, counts, n_x_units, n_permutations, rng):
+    """Block-permutation p-value: units 0..n_x_units-1 against the rest.
+
+    Each permutation assigns n_x_units of the units, chosen uniformly at random, to the
+    first sample. p = (1 + #{permuted >= observed}) / (1 + n_permutations).
+    """
+    n_units = sums.shape[0]
+    observed_split = np.zeros((1, n_units), dtype=bool)
+    observed_split[0, :n_x_units] = True
+    observed = _split_statistic(sums, counts, observed_split)[0]
+    exceed = 0
+    for start in range(0, n_permutations, _PERMUTATION_CHUNK):
+        count = min(_PERMUTATION_CHUNK, n_permutations - start)
+        order = np.argsort(rng.random((count, n_units)), axis=1)
+        in_x = order < n_x_units
+        exceed += int(np.sum(_split_statistic(sums, counts, in_x) >= observed))
+    return (1.0 + exceed) / (1.0 + n_permutations)
+
+
+def _units(n_chain, n_draw, block_length):
+    """Start of every block of ``block_length`` draws (the last of a chain may be longer)."""
+    n_blocks = max(1, n_draw // block_length)
+    per_chain = [c * n_draw + b * block_length for c in range(n_chain) for b in range(n_blocks)]
+    return np.asarray(per_chain + [n_chain * n_draw], dtype=np.int64), n_blocks
+
+
+def _auto_block_length(draws_list):
+    tau = max(integrated_autocorrelation_time(chain_draws).max()
+              for draws in draws_list for chain_draws in draws)
+    return int(np.ceil(_BLOCK_PER_TAU * tau)), float(tau)
+
+
+def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
+        c=1.0, beta=-0.5, preconditioner="standardize", group="posterior", var_names=None,
+        coords=None, sample_dims=None):
+    """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
+
+    Parameters
+    ----------
+    data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+        Draws: an array of shape (chain, draw, d), or (draw, d) for one chain; or a
+        trace (``pm.sample`` output, or its posterior Dataset).
+    other : same kinds as ``data``, optional
+        A second sample. Without it, every pair of chains of ``data`` is compared.
+    model : pymc.Model, optional
+        With a trace: compare the draws in the model's unconstrained space (the value
+        variables), the space of :func:`steindiag.ksd`. Without it, the trace's
+        variables as stored. No score is computed either way.
+    n_permutations : int, default 0
+        Permutations for the p-values (0: no p-values). The smallest possible p-value
+        is 1 / (1 + n_permutations).
+    block_length : "auto" or int, default "auto"
+        Draws per block in the permutation test (blocks of consecutive draws of one chain
+        are permuted whole). ``"auto"``: 5 times the largest integrated autocorrelation
+        time of any coordinate of any chain, rounded up. Use 1 for independent draws.
+    rng : int, numpy.random.Generator or None
+        Source of the permutations (``numpy.random.default_rng(rng)``).
+    c : float, default 1.0
+        IMQ offset, c > 0.
+    beta : float, default -0.5
+        IMQ exponent, -1 < beta < 0.
+    preconditioner : str or array_like, default "standardize"
+        As in :func:`steindiag.ksd`: ``"standardize"``, ``"identity"``, ``"med"``,
+        ``"sclmed"``, ``"smpcov"``, or Lambda as an array; fixed once from all draws
+        (of ``data`` and ``other``).
+    group, var_names, coords, sample_dims : optional
+        Which draws of a trace to use (ArviZ conventions), for ``data`` and ``other``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Without ``other``: ``mmd2`` (chain, chain_other), the unbiased MMD^2 of every
+        pair of chains (symmetric, 0 on the diagonal); with ``n_permutations > 0``,
+        ``pvalue`` (chain, chain_other) (NaN on the diagonal).
+        With ``other``: ``mmd2`` () between all draws of ``data`` and all draws of
+        ``other`` (chains pooled), and ``pvalue`` ().
+        ``attrs`` record the kernel, c, beta, the preconditioner, the sizes, the block
+        length and the autocorrelation time it came from.
+
+    Warns
+    -----
+    UserWarning
+        With permutations, when a chain has fewer than 10 blocks: its chains are too
+        short for their autocorrelation, and the p-values are unreliable.
+
+    Notes
+    -----
+    With the base kernel k(x, y) = (c^2 + (x-y)^T A (x-y))^beta (the IMQ kernel of
+    :func:`steindiag.ksd`, before the Stein operator), samples x_1..x_m and y_1..y_n,
+
+        MMD^2_U = [m(m-1)]^-1 sum_(i != j) k(x_i, x_j) + [n(n-1)]^-1 sum_(i != j) k(y_i, y_j)
+                  - 2 (mn)^-1 sum_(i, j) k(x_i, y_j)
+
+    is unbiased for the squared distance between the two distributions' kernel mean
+    embeddings, which is 0 if and only if they are equal (the IMQ kernel is
+    characteristic), so it can be slightly negative.
+
+    Permutation test. Under the null both samples come from one distribution; for
+    independent draws any relabelling of the pooled draws is equally likely. MCMC draws
+    are autocorrelated, so the draws are cut into blocks of consecutive draws, long
+    compared with the autocorrelation time, and whole blocks are permuted (as in the
+    block bootstrap); each permutation keeps the number of blocks of each sample. The
+    p-value is (1 + #{permuted MMD^2 >= observed}) / (1 + n_permutations). All
+    permutations are computed from the U x U matrix of kernel sums between blocks, so
+    they cost O(n_permutations U^2), not another pass over the draws.
+
+    Cost: one pass over all pairs of draws, O(N^2 d) time for N draws in all; O(N d)
+    memory (plus U^2 for U blocks); the N x N kernel matrix is never stored.
+
+    References
+    ----------
+    Gretton, Borgwardt, Rasch, Schoelkopf & Smola (2012), A kernel two-sample test, JMLR.
+    Kuensch (1989), The jackknife and the bootstrap for general stationary observations,
+    Annals of Statistics (blocks of consecutive observations).
+
+    Examples
+    --------
+    >>> import numpy as np, steindiag
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.standard_normal((3, 300, 2))
+    >>> x[2] += 3.0                                   # chain 2 sits elsewhere
+    >>> res = steindiag.mmd(x, n_permutations=200, rng=1)
+    >>> res["mmd2"].dims
+    ('chain', 'chain_other')
+    >>> bool(res["pvalue"][0, 2] < 0.01), bool(res["pvalue"][0, 1] > 0.01)
+    (True, True)
+    """
+    n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
+    c, beta = check_kernel_args(c, beta)
+    prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims)
+    draws = prepared.draws
+    n_chain, n_draw, d = draws.shape
+    samples = [draws]
+    if other is not None:
+        prepared_other = _prepare_draws(other, model, "other", group, var_names, coords,
+                                        sample_dims)
+        if prepared_other.draws.shape[2] != d:
+            raise ValueError(
+                f"other must have the same number of parameters as data ({d}); got "
+                f"{prepared_other.draws.shape[2]}."
+            )
+        samples.append(prepared_other.draws)
+    elif n_chain < 2:
+        raise ValueError(
+            "data has one chain: pass other= (a second sample), or data with at least 2 "
+            "chains to compare the chains with each other."
+        )
+    pooled = np.concatenate([s.reshape(-1, d) for s in samples], axis=0)
+    pre = make_preconditioner(preconditioner, pooled, prepared.parameter)
+
+    tau = np.nan
+    if n_permutations == 0:
+        lengths = [s.shape[1] for s in samples]
+    else:
+        if block_length == "auto":
+            block_length, tau = _auto_block_length(samples)
+        lengths = [min(block_length, s.shape[1]) for s in samples]
+    units, blocks_per_chain, unit_chain = [], [], []
+    offset = 0
+    for s, length in zip(samples, lengths):
+        starts, n_blocks = _units(s.shape[0], s.shape[1], length)
+        units.append(starts[:-1] + offset)
+        blocks_per_chain.append(n_blocks)
+        unit_chain.append(len(unit_chain) + np.repeat(np.arange(s.shape[0]), n_blocks))
+        offset += s.shape[0] * s.shape[1]
+    unit_start = np.concatenate(units + [np.array([offset], dtype=np.int64)])
+    # Chain of every unit, numbered across data and other (other's chains after data's).
+    unit_chain = np.concatenate([chains + (0 if k == 0 else n_chain)
+                                 for k, chains in enumerate(unit_chain)])
+    if n_permutations and min(blocks_per_chain) < _MIN_BLOCKS:
+        warnings.warn(
+            f"mmd: blocks of {block_length} draws leave only {min(blocks_per_chain)} blocks "
+            f"per chain (fewer than {_MIN_BLOCKS}); the permutation p-values are coarse or "
+            "unreliable. Run longer chains, or pass a smaller block_length if the draws "
+            "are less autocorrelated than estimated.",
+            UserWarning, stacklevel=2,
+        )
+    G = unit_kernel_sums(pooled, unit_start, pre, c, beta)
+    sizes = np.diff(unit_start).astype(np.float64)
+    test_sums, test_counts = _test_pairs(G, sizes, unit_chain)
+
+    attrs = {
+        "kernel": "IMQ",
+        "kernel_formula": _BASE_KERNEL_DOC,
+        "estimator": "unbiased MMD^2 (U-statistic)",
+        "c": c,
+        "beta": beta,
+        **pre.attrs(),
+        "n_parameter": d,
+        "parameters": list(prepared.parameter),
+        "space": prepared.attrs.get("space", "as given"),
+        "n_permutations": n_permutations,
+    }
+    if n_permutations:
+        attrs.update({
+            "permutation": "blocks of consecutive draws permuted whole",
+            "block_length": int(block_length),
+            "autocorrelation_time": tau,
+            "pvalue_rule": "(1 + #{permuted >= observed}) / (1 + n_permutations)",
+        })
+
+    if other is not None:
+        n_x_units = n_chain * blocks_per_chain[0]
+        split = np.zeros((1, G.shape[0]), dtype=bool)
+        split[0, :n_x_units] = True
+        counts = np.outer(sizes, sizes) - np.diag(sizes)
+        data_vars = {"mmd2": ((), _split_statistic(G, counts, split)[0],
+                              {"long_name": "unbiased MMD^2 between data and other"})}
+        if n_permutations:
+            data_vars["pvalue"] = ((), _permutation_pvalue(test_sums, test_counts, n_x_units,
+                                                           n_permutations, rng),
+                                   {"long_name": "block-permutation p-value"})
+        attrs.update({"n_draw_data": n_chain * n_draw,
+                      "n_draw_other": int(samples[1].shape[0] * samples[1].shape[1])})
+        return xr.Dataset(data_vars, attrs=attrs)
+
+    n_blocks = blocks_per_chain[0]
+    chain_sums = G.reshape(n_chain, n_blocks, n_chain, n_blocks).sum(axis=(1, 3))
+    diag = np.diag(chain_sums)
+    mmd2 = _mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
+    np.fill_diagonal(mmd2, 0.0)
+    data_vars = {"mmd2": (("chain", "chain_other"), mmd2,
+                          {"long_name": "unbiased MMD^2 between chains"})}
+    if n_permutations:
+        pvalue = np.full((n_chain, n_chain), np.nan)
+        for i in range(n_chain):
+            for j in range(i + 1, n_chain):
+                index = np.r_[i * n_blocks : (i + 1) * n_blocks, j * n_blocks : (j + 1) * n_blocks]
+                pvalue[i, j] = pvalue[j, i] = _permutation_pvalue(
+                    test_sums[np.ix_(index, index)], test_counts[np.ix_(index, index)],
+                    n_blocks, n_permutations, rng)
+        data_vars["pvalue"] = (("chain", "chain_other"), pvalue,
+                               {"long_name": "block-permutation p-value between chains"})
+    attrs.update({"n_chain": n_chain, "n_draw": n_draw})
+    coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
