@@ -3,7 +3,9 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from steindiag._ksd import ksd, ksd_path
-from steindiag.plots import plot_ksd, plot_ksd_chains, plot_stein_kernel
+from steindiag.gof import ksd_test
+from steindiag._mmd import mmd
+from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
 
@@ -17,9 +19,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "ksd",
     "ksd_path",
+    "ksd_test",
+    "mmd",
     "plot_ksd",
     "plot_ksd_chains",
     "plot_stein_kernel",
+    "plot_mmd",
     "stein_weights",
     "weighted_summary",
     "stein_thin",
