@@ -106,3 +106,28 @@ def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5):
     out["path"] = path
     out["path_pooled"] = path_pooled
     return {k: np.asarray(v) for k, v in out.items()}
+
+
+# -- MMD (MATH.md section 9) and bootstrap quadratic forms, the explicit-matrix way -------
+
+
+def imq_base_kernel_matrix(x, y, A, c=1.0, beta=-0.5):
+    """k(x_i, y_j) = (c^2 + (x_i - y_j)^T A (x_i - y_j))^beta for all i, j."""
+    x, y, A = (np.asarray(v, dtype=np.float64) for v in (x, y, A))
+    u = x[:, None, :] - y[None, :, :]
+    return (c**2 + np.einsum("nmk,kl,nml->nm", u, A, u)) ** beta
+
+
+def mmd2_u(x, y, A, c=1.0, beta=-0.5):
+    """Unbiased MMD^2 between samples x (m, d) and y (n, d), self-pairs left out."""
+    kxx = imq_base_kernel_matrix(x, x, A, c, beta)
+    kyy = imq_base_kernel_matrix(y, y, A, c, beta)
+    kxy = imq_base_kernel_matrix(x, y, A, c, beta)
+    m, n = len(x), len(y)
+    return ((kxx.sum() - np.trace(kxx)) / (m * (m - 1))
+            + (kyy.sum() - np.trace(kyy)) / (n * (n - 1)) - 2.0 * kxy.mean())
+
+
+def quadratic_forms(K, W):
+    """w_b^T K w_b for every column b of W (N, B), from the explicit N x N matrix K."""
+    return np.einsum("nb,nb->b", W, K @ W)
