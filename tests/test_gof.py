@@ -1,0 +1,316 @@
+"""Tests of the KSD goodness-of-fit test ``ksd_test`` and its many-right-hand-side engine.
+
+Sources of truth: the explicit N x N Stein kernel matrix of tests/reference.py (MATH.md
+sections 2-3); closed forms (a test of exact level rejects with probability alpha, so
+the number of rejections among R independent replicates is Binomial(R, alpha); the
+lag-k correlation (1 - 2a)^k of a +-1 Markov chain flipping with probability a; the
+autocorrelation time (1 + rho) / (1 - rho) of an AR(1) chain); and published behaviour
+(Chwialkowski, Strathmann & Gretton 2016: independent-draw bootstraps over-reject on
+autocorrelated chains, the wild bootstrap does not; Liu, Lee & Jordan 2016: power
+against Student-t falls towards alpha as the degrees of freedom grow).
+
+Tolerances for rejection rates: R replicates at level alpha = 0.05 have binomial
+standard error sqrt(alpha (1 - alpha) / R); bounds are 3.5 standard errors, so a
+correct test fails with probability below 1e-3 and a test whose level is off by 0.05
+or more fails.
+"""
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import steindiag
+from steindiag import gof
+from steindiag._autocorrelation import integrated_autocorrelation_time
+from steindiag._preconditioner import make_preconditioner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import (  # noqa: E402
+    imq_stein_kernel_matrix,
+    ksd_v2,
+    lambda_for,
+    quadratic_forms,
+    standardize_reference,
+)
+
+ALPHA = 0.05
+
+
+def binomial_bounds(n_replicates, p=ALPHA, k=3.5):
+    se = np.sqrt(p * (1 - p) / n_replicates)
+    return p - k * se, p + k * se
+
+
+def ar1(rng, n_chain, n_draw, rho, d=1):
+    """AR(1) chains with exact N(0, 1) marginals: x_t = rho x_(t-1) + sqrt(1 - rho^2) e_t."""
+    noise = rng.standard_normal((n_chain, n_draw, d))
+    x = np.empty_like(noise)
+    x[:, 0] = noise[:, 0]
+    for t in range(1, n_draw):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * noise[:, t]
+    return x
+
+
+def reference_matrix(x, s, preconditioner, c=1.0, beta=-0.5):
+    if preconditioner == "standardize":
+        x, s = standardize_reference(x, x, s)
+    lam = lambda_for(preconditioner, x)
+    return imq_stein_kernel_matrix(x, s, x, s, np.linalg.inv(lam), c, beta)
+
+
+# -- the engine -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preconditioner", ["identity", "standardize", "med", "smpcov"])
+@pytest.mark.parametrize("beta", [-0.5, -0.3])
+def test_quadratic_forms_match_reference(preconditioner, beta):
+    rng = np.random.default_rng(3)
+    n_chain, n_draw, d = 3, 300, 3  # 300 = one full tile of 256 and a partial one
+    x = rng.standard_normal((n_chain, n_draw, d)) @ np.array(
+        [[1.0, 0.5, 0.0], [0.0, 2.0, 0.3], [0, 0, 0.5]])
+    s = -x + 0.1 * rng.standard_normal(x.shape)
+    c = 1.3
+    pooled_x, pooled_s = x.reshape(-1, d), s.reshape(-1, d)
+    pre = make_preconditioner(preconditioner, pooled_x, list("abc"))
+    weights = np.ascontiguousarray(rng.standard_normal((n_chain * n_draw, 5)))
+    per_chain, pooled = gof.quadratic_forms(x, s, pre, c, beta, weights, True)
+    K = reference_matrix(pooled_x, pooled_s, preconditioner, c, beta)
+    expected = quadratic_forms(K, weights)
+    scale = np.abs(K).sum(axis=1).max() * np.abs(weights).max() ** 2 * n_chain * n_draw
+    # Truth: w^T K w with the explicit matrix of tests/reference.py (pooled = all pairs).
+    np.testing.assert_allclose(pooled, expected, rtol=0, atol=1e-13 * scale)
+    for ch in range(n_chain):
+        rows = slice(ch * n_draw, (ch + 1) * n_draw)
+        # Truth: the same for each chain's diagonal block of K alone.
+        np.testing.assert_allclose(per_chain[ch], quadratic_forms(K[rows, rows], weights[rows]),
+                                   rtol=0, atol=1e-13 * scale)
+    per_chain_only, none = gof.quadratic_forms(x, s, pre, c, beta, weights, False)
+    assert none is None
+    # Truth: the per-chain forms do not depend on whether the cross-chain pairs are computed.
+    np.testing.assert_allclose(per_chain_only, per_chain, rtol=1e-13, atol=0)
+
+
+def test_statistic_is_n_times_ksd2_v():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 150, 2)) * [1.0, 2.0] + 0.2
+    s = -x / [1.0, 4.0]
+    res = steindiag.ksd_test(x, score=s, n_bootstrap=20, rng=0, preconditioner="med")
+    lam = lambda_for("med", x.reshape(-1, 2))
+    A = np.linalg.inv(lam)
+    for ch in range(2):
+        # Truth: N KSD^2_V with the reference V-statistic (MATH.md section 3).
+        np.testing.assert_allclose(res["statistic"][ch], 150 * ksd_v2(x[ch], s[ch], A),
+                                   rtol=1e-12)
+    np.testing.assert_allclose(res["statistic_pooled"],
+                               300 * ksd_v2(x.reshape(-1, 2), s.reshape(-1, 2), A), rtol=1e-12)
+    # Truth: ksd reports sqrt(KSD^2_V), the same V-statistic.
+    k = steindiag.ksd(x, score=s, preconditioner="med")
+    np.testing.assert_allclose(res["statistic"], 150 * k["ksd"] ** 2, rtol=1e-12)
+
+
+def test_bootstrap_statistics_are_the_quadratic_forms_of_the_weights():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 120, 2))
+    res = steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=30, rng=7,
+                             preconditioner="identity")
+    # The same generator state gives the same weights (randomness only through rng=).
+    weights = gof._bootstrap_weights("wild", np.random.default_rng(7), 2, 120, 30,
+                                     res["flip_probability"].values)
+    K = reference_matrix(x.reshape(-1, 2), -x.reshape(-1, 2), "identity")
+    expected_pooled = quadratic_forms(K, weights)[1:] / 240
+    # Truth: N^-1 w^T K w with the explicit matrix, for the weights the test drew.
+    np.testing.assert_allclose(res["bootstrap_statistic_pooled"], expected_pooled, rtol=1e-11)
+    block = K[:120, :120]
+    np.testing.assert_allclose(res["bootstrap_statistic"][0],
+                               quadratic_forms(block, weights[:120])[1:] / 120, rtol=1e-11)
+    # Truth: the p-value rule (1 + #{B_b >= T}) / (1 + B), counted here directly.
+    count = np.sum(res["bootstrap_statistic"].values[1] >= res["statistic"].values[1])
+    assert res["pvalue"].values[1] == (1 + count) / 31
+
+
+# -- the sign chains --------------------------------------------------------------------
+
+
+def test_sign_chain_flip_rate_and_correlation():
+    flip = 0.1
+    out = np.empty((20_000, 50))
+    gof._sign_chains(np.random.default_rng(0), 20_000, 50, flip, out)
+    n = out.size
+    assert set(np.unique(out)) == {-1.0, 1.0}
+    rate = np.mean(out[1:] != out[:-1])
+    # Truth: each step flips with probability a: Binomial(n, a) / n, 5 standard errors.
+    assert abs(rate - flip) < 5 * np.sqrt(flip * (1 - flip) / n)
+    for lag in (1, 3):
+        corr = np.mean(out[lag:] * out[:-lag])
+        # Truth: E[w_t w_(t+k)] = (1 - 2a)^k for the symmetric two-state chain; the
+        # estimate averages 50 chains of 20k draws with correlation length ~5 (se < 0.005).
+        assert abs(corr - (1 - 2 * flip) ** lag) < 0.02
+    # Truth: w_1 is Rademacher, so the first row has mean 0 (50 draws: |mean| < 4 / sqrt(50)).
+    assert abs(out[0].mean()) < 4 / np.sqrt(50)
+
+
+def test_flip_probability_rule():
+    # Truth: the documented rule a = 1 / (1 + 12 tau).
+    np.testing.assert_allclose(gof._flip_probability(np.array([1.0, 3.0])), [1 / 13, 1 / 37])
+
+
+def test_autocorrelation_time_of_ar1():
+    x = ar1(np.random.default_rng(1), 1, 200_000, 0.5)[0]
+    # Truth: tau = (1 + rho) / (1 - rho) = 3 for AR(1), rho = 1/2; Geyer's estimator on
+    # 2e5 draws has a standard error of a few percent.
+    assert abs(integrated_autocorrelation_time(x)[0] - 3.0) < 0.15
+    # Truth: a constant column has no autocorrelation to measure; defined as 1.
+    assert integrated_autocorrelation_time(np.ones((10, 1)))[0] == 1.0
+
+
+# -- level and power --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bootstrap", ["iid", "multinomial"])
+def test_level_on_exact_independent_draws(bootstrap):
+    n_rep = 400
+    x = np.random.default_rng(11).standard_normal((n_rep, 100, 2))
+    res = steindiag.ksd_test(x, score=-x, bootstrap=bootstrap, n_bootstrap=200, rng=12,
+                             pooled=False)
+    rate = float(np.mean(res["pvalue"] <= ALPHA))
+    low, high = binomial_bounds(n_rep)
+    # Truth: exact draws satisfy the null; each chain is an independent replicate, so the
+    # rejection count is Binomial(400, 0.05) for a test of level 0.05.
+    assert low <= rate <= high, rate
+
+
+def test_wild_bootstrap_keeps_level_on_ar1_where_iid_over_rejects():
+    n_rep = 400
+    x = ar1(np.random.default_rng(21), n_rep, 500, 0.5)
+    wild = steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=200, rng=22,
+                              pooled=False)
+    iid = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=200, rng=22,
+                             pooled=False)
+    rate_wild = float(np.mean(wild["pvalue"] <= ALPHA))
+    rate_iid = float(np.mean(iid["pvalue"] <= ALPHA))
+    low, high = binomial_bounds(n_rep)
+    # Truth: the AR(1) chain has exact N(0, 1) marginals, so the null holds; replicates are
+    # independent chains: Binomial(400, 0.05) rejections (Chwialkowski et al. 2016).
+    assert low <= rate_wild <= high, rate_wild
+    # Truth (same paper): signs that ignore the autocorrelation under-estimate the null
+    # spread and over-reject; measured 0.25 here, bound far above 0.05 + 3.5 se = 0.088.
+    assert rate_iid > 0.15, rate_iid
+    # Truth: tau = 3 for rho = 0.5 (closed form), so a = 1 / (1 + 12 tau) ~ 1/37 per chain.
+    assert abs(float(wild["autocorrelation_time"].mean()) - 3.0) < 0.3
+
+
+def test_power_against_laplace_of_equal_variance():
+    rng = np.random.default_rng(31)
+    x = rng.laplace(scale=2**-0.5, size=(40, 500, 1))  # variance 2 b^2 = 1
+    res = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=200, rng=32,
+                             pooled=False)
+    # Truth: KSD with the IMQ kernel separates any two distributions (Gorham & Mackey
+    # 2017), and at N = 500 a Laplace sample is far from N(0, 1) in KSD (statistic ~15
+    # against a null 95% quantile ~5): power close to 1 (measured 40 of 40).
+    assert float(np.mean(res["pvalue"] <= ALPHA)) >= 0.95
+
+
+def test_power_against_student_t_falls_with_degrees_of_freedom():
+    rng = np.random.default_rng(41)
+    n_rep = 200
+    power = {}
+    for nu in (1, 3, 50):
+        x = rng.standard_t(nu, size=(n_rep, 100, 1))
+        res = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=200, rng=nu,
+                                 pooled=False)
+        power[nu] = float(np.mean(res["pvalue"] <= ALPHA))
+    # Truth: the shape of Liu, Lee & Jordan (2016)'s Gaussian-vs-Student-t experiment:
+    # Cauchy draws (nu = 1) are always detected, power falls as nu grows, and t_50 is
+    # nearly N(0, 1) so its rejection rate is within binomial error of alpha.
+    assert power[1] >= 0.95
+    assert power[1] > power[3] + 0.3
+    assert 0.1 < power[3] < 0.7
+    low, high = binomial_bounds(n_rep)
+    assert power[50] <= high + 0.02, power
+
+
+# -- labels, options, randomness ----------------------------------------------------------
+
+
+def test_auto_bootstrap_and_labels():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 80, 2))
+    posterior = xr.Dataset({"theta": (("chain", "draw", "k"), x)},
+                           coords={"chain": [3, 7]})
+    res = steindiag.ksd_test(posterior, score=lambda z: -z, n_bootstrap=10, rng=0)
+    # Truth: the documented rule, "auto" is wild for traces with a chain dimension.
+    assert res.attrs["bootstrap"] == "wild"
+    assert list(res["chain"].values) == [3, 7]
+    assert res["bootstrap_statistic"].dims == ("chain", "bootstrap")
+    assert res.attrs["n_bootstrap"] == 10 and res.attrs["preconditioner"] == "standardize"
+    flat = steindiag.ksd_test(x[0], score=-x[0], n_bootstrap=10, rng=0)
+    # Truth: a (draw, d) array has no chain dimension: "auto" is the Rademacher bootstrap.
+    assert flat.attrs["bootstrap"] == "iid"
+    assert float(flat["flip_probability"][0]) == 0.5
+    no_pool = steindiag.ksd_test(x, score=-x, n_bootstrap=10, rng=0, pooled=False)
+    assert "pvalue_pooled" not in no_pool and "statistic_pooled" not in no_pool
+
+
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_same_seed_same_result(seed):
+    x = np.random.default_rng(0).standard_normal((2, 60, 2))
+    first = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=15, rng=seed)
+    second = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=15, rng=seed)
+    # Truth: randomness only through rng=, so the same seed gives the same Dataset.
+    xr.testing.assert_identical(first, second)
+
+
+def test_pvalue_bounds():
+    x = np.random.default_rng(8).standard_normal((3, 60, 1))
+    res = steindiag.ksd_test(x, score=-x, bootstrap="multinomial", n_bootstrap=9, rng=1)
+    p = res["pvalue"].values
+    # Truth: (1 + k) / (1 + B) with 0 <= k <= B lies in [1 / (B + 1), 1] on a grid of 1/(B+1).
+    assert np.all((p >= 0.1) & (p <= 1.0))
+    np.testing.assert_allclose(p * 10, np.round(p * 10))
+
+
+def test_warns_when_the_sign_chain_barely_flips():
+    x = ar1(np.random.default_rng(9), 1, 200, 0.99)
+    # Truth: tau ~ 199 for rho = 0.99 (closed form), so 200 draws expect ~0.1 flips.
+    with pytest.warns(UserWarning, match="unreliable"):
+        steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=10, rng=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"bootstrap": "block"}, ValueError, "bootstrap must be one of"),
+        ({"n_bootstrap": 0}, ValueError, "n_bootstrap must be a positive integer; got 0"),
+        ({"n_bootstrap": 10.0}, TypeError, "n_bootstrap must be a positive integer"),
+        ({"n_bootstrap": True}, TypeError, "n_bootstrap"),
+        ({"rng": "seed"}, TypeError, "rng must be"),
+        ({"pooled": "yes"}, TypeError, "pooled must be True or False"),
+        ({"c": -1.0}, ValueError, "c must be"),
+        ({"beta": 0.5}, ValueError, "beta must be"),
+        ({"preconditioner": "nope"}, ValueError, "preconditioner must be one of"),
+    ],
+)
+def test_invalid_arguments_are_named(kwargs, error, match):
+    x = np.random.default_rng(0).standard_normal((2, 30, 2))
+    with pytest.raises(error, match=match):
+        steindiag.ksd_test(x, score=-x, **kwargs)
+
+
+def test_missing_score_is_an_error():
+    x = np.zeros((2, 30, 2))
+    with pytest.raises(TypeError, match="score is required"):
+        steindiag.ksd_test(x)
+
+
+def test_does_not_warn_on_healthy_input():
+    x = np.random.default_rng(2).standard_normal((2, 200, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        steindiag.ksd_test(x, score=-x, n_bootstrap=20, rng=0)
