@@ -100,7 +100,8 @@ def test_statistic_is_n_times_ksd2_v():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 150, 2)) * [1.0, 2.0] + 0.2
     s = -x / [1.0, 4.0]
-    res = steindiag.ksd_test(x, score=s, n_bootstrap=20, rng=0, preconditioner="med")
+    res = steindiag.ksd_test(x, score=s, bootstrap="iid", n_bootstrap=20, rng=0,
+                             preconditioner="med")
     lam = lambda_for("med", x.reshape(-1, 2))
     A = np.linalg.inv(lam)
     for ch in range(2):
@@ -114,6 +115,8 @@ def test_statistic_is_n_times_ksd2_v():
     np.testing.assert_allclose(res["statistic"], 150 * k["ksd"] ** 2, rtol=1e-12)
 
 
+# Short chains: the few-flips warning is expected and not what this test is about.
+@pytest.mark.filterwarnings("ignore:ksd_test. chains:UserWarning")
 def test_bootstrap_statistics_are_the_quadratic_forms_of_the_weights():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 120, 2))
@@ -185,6 +188,9 @@ def test_level_on_exact_independent_draws(bootstrap):
     assert low <= rate <= high, rate
 
 
+# A few of the 400 chains have estimated tau large enough for the few-flips warning;
+# they are kept, as a user's would be, and counted in the rejection rate.
+@pytest.mark.filterwarnings("ignore:ksd_test. chains:UserWarning")
 def test_wild_bootstrap_keeps_level_on_ar1_where_iid_over_rejects():
     n_rep = 400
     x = ar1(np.random.default_rng(21), n_rep, 500, 0.5)
@@ -240,7 +246,7 @@ def test_power_against_student_t_falls_with_degrees_of_freedom():
 
 def test_auto_bootstrap_and_labels():
     rng = np.random.default_rng(6)
-    x = rng.standard_normal((2, 80, 2))
+    x = rng.standard_normal((2, 200, 2))
     posterior = xr.Dataset({"theta": (("chain", "draw", "k"), x)},
                            coords={"chain": [3, 7]})
     res = steindiag.ksd_test(posterior, score=lambda z: -z, n_bootstrap=10, rng=0)
