@@ -226,6 +226,12 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         With permutations, when a chain has fewer than 10 blocks: its chains are too
         short for their autocorrelation, and the p-values are unreliable.
 
+    Raises
+    ------
+    ValueError
+        With permutations, when a chain has fewer than 3 blocks (no pair of its blocks
+        would be far enough apart for the statistic).
+
     Notes
     -----
     With the base kernel k(x, y) = (c^2 + (x-y)^T A (x-y))^beta (the IMQ kernel of
@@ -310,6 +316,12 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     # Chain of every unit, numbered across data and other (other's chains after data's).
     unit_chain = np.concatenate([chains + (0 if k == 0 else n_chain)
                                  for k, chains in enumerate(unit_chain)])
+    if n_permutations and min(blocks_per_chain) < 3:
+        raise ValueError(
+            f"block_length={block_length} leaves {min(blocks_per_chain)} block(s) per chain; "
+            "the permutation test needs at least 3 (it leaves out pairs within a block and "
+            "in adjacent blocks). Pass a smaller block_length, or use longer chains."
+        )
     if n_permutations and min(blocks_per_chain) < _MIN_BLOCKS:
         warnings.warn(
             f"mmd: blocks of {block_length} draws leave only {min(blocks_per_chain)} blocks "
