@@ -312,3 +312,26 @@ def test_no_warning_on_healthy_input():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         steindiag.mmd(x, n_permutations=20, rng=0)
+
+
+def test_model_compares_unconstrained_draws():
+    pm = pytest.importorskip("pymc")
+    with pm.Model() as model:
+        pm.Normal("mu", 0.0, 1.0)
+        pm.HalfNormal("sigma", 1.0)
+    rng = np.random.default_rng(16)
+    mu = rng.standard_normal((2, 80))
+    sigma = np.abs(rng.standard_normal((2, 80))) + 0.05
+    posterior = xr.Dataset({"mu": (("chain", "draw"), mu), "sigma": (("chain", "draw"), sigma)})
+    res = steindiag.mmd(posterior, model=model, preconditioner="identity")
+    unconstrained = np.stack([mu, np.log(sigma)], axis=-1)
+    # Truth: with model=, draws are the value variables (sigma_log__ = log sigma), and the
+    # explicit-matrix MMD^2_U of tests/reference.py on them.
+    np.testing.assert_allclose(res["mmd2"].values[0, 1],
+                               mmd2_u(unconstrained[0], unconstrained[1], np.eye(2)), rtol=1e-10)
+    assert res.attrs["parameters"] == ["mu", "sigma_log__"]
+    plain = steindiag.mmd(posterior, preconditioner="identity")
+    # Truth: without a model the stored (constrained) values are compared.
+    np.testing.assert_allclose(plain["mmd2"].values[0, 1],
+                               mmd2_u(np.stack([mu[0], sigma[0]], -1),
+                                      np.stack([mu[1], sigma[1]], -1), np.eye(2)), rtol=1e-10)
