@@ -5,6 +5,8 @@ After ``import steindiag``::
     idata = pm.sample(model=model)          # an xarray.DataTree on ArviZ >= 1
     idata.stein.ksd(model)                  # == steindiag.ksd(idata, model)
     idata.stein.ksd_path(model)             # == steindiag.ksd_path(idata, model)
+    idata.stein.ksd_test(model)             # == steindiag.ksd_test(idata, model)
+    idata.stein.mmd()                       # == steindiag.mmd(idata)
 
 Registration needs only xarray (no ArviZ, PyMC or PyTensor import). It is skipped,
 with a warning, if another package already put a ``stein`` attribute on DataTree,
@@ -43,6 +45,18 @@ class SteinAccessor:
         import steindiag
 
         return steindiag.ksd_path(self._obj, model, **kwargs)
+
+    def ksd_test(self, model=None, **kwargs):
+        """``steindiag.ksd_test(trace, model, **kwargs)``; see :func:`steindiag.ksd_test`."""
+        import steindiag
+
+        return steindiag.ksd_test(self._obj, model, **kwargs)
+
+    def mmd(self, other=None, **kwargs):
+        """``steindiag.mmd(trace, other, **kwargs)``; see :func:`steindiag.mmd`."""
+        import steindiag
+
+        return steindiag.mmd(self._obj, other, **kwargs)
 
 
 def _register():

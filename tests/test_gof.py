@@ -339,3 +339,14 @@ def test_pymc_trace_of_exact_draws_is_not_rejected():
     assert np.all(res["pvalue"].values > 0.01) and float(res["pvalue_pooled"]) > 0.01
     assert res.attrs["space"] == "unconstrained" and res.attrs["bootstrap"] == "wild"
     assert res.attrs["parameters"] == ["mu", "sigma_log__"]
+
+
+def test_accessors_match_functions():
+    x = np.random.default_rng(17).standard_normal((3, 200, 2))
+    tree = xr.DataTree.from_dict({"posterior": xr.Dataset({"theta": (("chain", "draw", "k"), x)})})
+    # Truth: the accessors are documented as one-line wrappers of the functions.
+    xr.testing.assert_identical(
+        tree.stein.ksd_test(score=lambda z: -z, bootstrap="iid", n_bootstrap=20, rng=1),
+        steindiag.ksd_test(tree, score=lambda z: -z, bootstrap="iid", n_bootstrap=20, rng=1))
+    xr.testing.assert_identical(tree.stein.mmd(n_permutations=20, rng=2),
+                                steindiag.mmd(tree, n_permutations=20, rng=2))
