@@ -101,7 +101,8 @@ def main(argv=None):
           f"(weights alone: {8 * n * (n_boot + 1) / 1e6:.0f} MB; K_p would be "
           f"{8 * n * n / 1e6:.0f} MB)")
 
-    print("\n| N | tiled pass | dense K_p + one GEMM | B separate K_p w (scaled) | speed-up vs dense |")
+    print("\n| N | tiled pass | dense K_p + one GEMM | B separate K_p w (scaled) "
+          "| speed-up vs dense |")
     print("|---|---|---|---|---|")
     for n_small in args.dense:
         xs = x[:, :n_small]

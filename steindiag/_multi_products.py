@@ -13,6 +13,9 @@ innermost loops running over points with unit stride).
   evaluation: O(N^2 (d + B)) time and O(N B) memory (W itself) plus
   O(_TILE_ROWS * (_COLUMN_CHUNK + 3 B)) doubles per thread; neither K_p nor K_p W
   is stored.
+- ``stein_matmat``: the product K_p W itself, (N, B), from the same tiles (every tile
+  evaluated, both triangles: twice the products of the quadratic forms, no scatter
+  between threads); O(N B) output and the same per-thread buffers.
 - ``base_kernel_unit_sums``: sums of the base kernel k(x, y) = (c^2 + (x-y)^T A (x-y))^beta
   over all pairs of points between (and within) contiguous groups of points, for the
   MMD and its block-permutation test. O(N^2 d) time, O(parts * U^2) memory for U groups.
@@ -23,7 +26,8 @@ import numpy as np
 
 from steindiag._kernels import _FAST_SUM, _accumulate_block, _q_powers, stein_combine
 
-__all__ = ["stein_quadratic_forms", "base_kernel_unit_sums", "QUADRATIC_TILE_ROWS"]
+__all__ = ["stein_matmat", "stein_quadratic_forms", "base_kernel_unit_sums",
+           "QUADRATIC_TILE_ROWS"]
 
 # Points per inner block (the per-pair accumulators of one block live in L1), as in _kernels.
 _BLOCK = 256
@@ -165,6 +169,38 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, c2, beta, trace_a, we
                 for b in range(n_rhs):
                     out[t, 0, b] += w_row[b] * acc_same[r, b]
                     out[t, 1, b] += w_row[b] * acc_cross[r, b]
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def stein_matmat(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, out):
+    """out = K_p @ weights for an (N, B) C-contiguous ``weights``; out (N, B) overwritten.
+
+    Row tiles of ``QUADRATIC_TILE_ROWS`` points run in parallel; each evaluates its rows
+    of K_p in tiles of ``_COLUMN_CHUNK`` columns and multiplies them by the matching rows
+    of ``weights`` (BLAS). N^2 pair evaluations and 2 N^2 B flops; K_p is not stored.
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_rhs = weights.shape[1]
+    rows = QUADRATIC_TILE_ROWS
+    n_tiles = (n + rows - 1) // rows
+    for t in nb.prange(n_tiles):
+        tile = np.empty(rows * _COLUMN_CHUNK)
+        product = np.empty(rows * n_rhs)
+        acc = np.zeros((rows, n_rhs))
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        i0 = t * rows
+        ni = min(rows, n - i0)
+        _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+                     0, n, 1.0, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss)
+        for r in range(ni):
+            for b in range(n_rhs):
+                out[i0 + r, b] = acc[r, b]
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")

@@ -19,7 +19,11 @@ from threadpoolctl import threadpool_limits
 
 from steindiag._autocorrelation import integrated_autocorrelation_time
 from steindiag._ksd import _COMMON_PARAMETERS, _is_labelled, kernel_attrs, prepare_input
-from steindiag._multi_products import QUADRATIC_TILE_ROWS, stein_quadratic_forms
+from steindiag._multi_products import (
+    QUADRATIC_TILE_ROWS,
+    stein_matmat,
+    stein_quadratic_forms,
+)
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args
 
@@ -156,6 +160,24 @@ def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled):
     per_chain = np.zeros((n_chain, weights.shape[1]))
     np.add.at(per_chain, tile_chain, out[:, 0])
     return per_chain, (out.sum(axis=(0, 1)) if pooled else None)
+
+
+def stein_matrix_product(points, scores, preconditioner, c, beta, weights):
+    """K_p @ W for (N, d) points and scores and an (N, B) matrix W, in one tiled pass.
+
+    O(N^2 (d + B)) time; memory O(N B) for W and the result, K_p is never stored. The
+    bootstrap itself needs only diag(W^T K_p W), which ``quadratic_forms`` computes with
+    half the products and without the (N, B) result.
+    """
+    draws_k, scores_k = preconditioner.to_kernel_coordinates(points, scores)
+    draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
+    scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    out = np.empty(weights.shape)
+    with threadpool_limits(limits=1, user_api="blas"):
+        stein_matmat(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
+                     float(c) ** 2, float(beta), preconditioner.trace_a, weights, out)
+    return out
 
 
 def _pvalue(bootstrap_statistics, observed):

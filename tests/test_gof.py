@@ -96,6 +96,20 @@ def test_quadratic_forms_match_reference(preconditioner, beta):
     np.testing.assert_allclose(per_chain_only, per_chain, rtol=1e-13, atol=0)
 
 
+@pytest.mark.parametrize("preconditioner", ["identity", "smpcov"])
+def test_matrix_product_matches_reference(preconditioner):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((600, 4)) * [1.0, 0.5, 2.0, 1.0]
+    s = -x + 0.2 * rng.standard_normal(x.shape)
+    pre = make_preconditioner(preconditioner, x, list("abcd"))
+    weights = rng.standard_normal((600, 7))
+    K = reference_matrix(x, s, preconditioner)
+    # Truth: K @ W with the explicit matrix of tests/reference.py.
+    np.testing.assert_allclose(gof.stein_matrix_product(x, s, pre, 1.0, -0.5, weights),
+                               K @ weights, rtol=0,
+                               atol=1e-13 * np.abs(K).sum(axis=1).max() * np.abs(weights).max())
+
+
 def test_statistic_is_n_times_ksd2_v():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 150, 2)) * [1.0, 2.0] + 0.2
