@@ -26,6 +26,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_engine.py
 	$(PY) benchmarks/bench_scores.py
 	$(PY) benchmarks/bench_weights.py
+	$(PY) benchmarks/bench_test.py
 
 docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[docs]"
