@@ -30,6 +30,9 @@ _BASE_KERNEL_DOC = "IMQ, k(x, y) = (c^2 + (x-y)^T A (x-y))^beta, A = Lambda^-1"
 _BLOCK_PER_TAU = 5.0
 # Fewer blocks than this per chain: the permutation p-value is coarse or unreliable, warn.
 _MIN_BLOCKS = 10
+# The automatic block length gives each chain at most this many blocks (longer blocks for
+# long, weakly correlated chains): permutations cost O(n_permutations U^2) for U blocks.
+_MAX_AUTO_BLOCKS = 100
 # Permutations evaluated at a time (bounds the (chunk, units) temporaries).
 _PERMUTATION_CHUNK = 1024
 # Parts of the parallel pass (at least): a static partition, so the sums do not depend on
@@ -113,16 +116,21 @@ def _split_statistic(sums, counts, in_x):
     """MMD^2 between the units with in_x (P, U) true and the others, for each row of in_x.
 
     ``sums[u, v]`` are kernel sums between units and ``counts[u, v]`` the numbers of
-    pairs they hold: each of the three terms is a mean over the pairs it includes.
+    pairs they hold (both symmetric): each of the three terms is a mean over the pairs it
+    includes. With y = 1 - z, z^T G y = z^T G 1 - z^T G z and
+    y^T G y = 1^T G 1 - 2 z^T G 1 + z^T G z, so one product z G per matrix suffices.
     """
     z = in_x.astype(np.float64)
-    y = 1.0 - z
 
-    def mean(left, right):
-        return (np.einsum("pu,pu->p", left @ sums, right)
-                / np.einsum("pu,pu->p", left @ counts, right))
+    def terms(matrix):
+        zg = z @ matrix
+        xx = np.einsum("pu,pu->p", zg, z)
+        x_all = zg.sum(axis=1)
+        return xx, x_all - xx, matrix.sum() - 2.0 * x_all + xx
 
-    return mean(z, z) + mean(y, y) - 2.0 * mean(z, y)
+    s_xx, s_xy, s_yy = terms(sums)
+    n_xx, n_xy, n_yy = terms(counts)
+    return s_xx / n_xx + s_yy / n_yy - 2.0 * s_xy / n_xy
 
 
 def _test_pairs(G, sizes, unit_chain):
@@ -168,9 +176,12 @@ def _units(n_chain, n_draw, block_length):
 
 
 def _auto_block_length(draws_list):
+    """max(ceil(5 tau), ceil(T / 100)) over the samples, tau the largest over chains."""
     tau = max(integrated_autocorrelation_time(chain_draws).max()
               for draws in draws_list for chain_draws in draws)
-    return int(np.ceil(_BLOCK_PER_TAU * tau)), float(tau)
+    longest = max(draws.shape[1] for draws in draws_list)
+    length = max(int(np.ceil(_BLOCK_PER_TAU * tau)), -(-longest // _MAX_AUTO_BLOCKS))
+    return length, float(tau)
 
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
@@ -195,7 +206,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     block_length : "auto" or int, default "auto"
         Draws per block in the permutation test (blocks of consecutive draws of one chain
         are permuted whole). ``"auto"``: 5 times the largest integrated autocorrelation
-        time of any coordinate of any chain, rounded up. Use 1 for independent draws.
+        time of any coordinate of any chain, rounded up, and at least 1/100 of the chain
+        (so at most 100 blocks per chain). Use 1 for independent draws of a small
+        sample; the permutations cost O(n_permutations U^2) for U blocks.
     rng : int, numpy.random.Generator or None
         Source of the permutations (``numpy.random.default_rng(rng)``).
     c : float, default 1.0
