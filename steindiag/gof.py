@@ -254,7 +254,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     factor 12 was chosen by simulation (1600 AR(1) chains with exact N(0, 1) marginals,
     500 draws each, alpha = 0.05, standard error 0.55%): rejection rates 5.5% for
     rho = 0.5 and 3.5% for rho = 0.8 (8 tau gave 6.5% and 4.6%), where independent
-    signs reject 25% and 68%. Pooled: the sign chains of different chains are independent.
+    signs reject 25% and 68%. Pooled: the weights of different chains are drawn
+    independently (independent sign chains; for ``"multinomial"``, one multinomial per
+    chain), as different chains are independent under the null.
 
     Cost: one tiled pass for all B + 1 weight vectors (the statistic is the all-ones
     vector): O(N^2 (d + B)) time, the kernel tiles shared by all columns and multiplied
