@@ -323,7 +323,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         starts, n_blocks = _units(s.shape[0], s.shape[1], length)
         units.append(starts[:-1] + offset)
         blocks_per_chain.append(n_blocks)
-        unit_chain.append(len(unit_chain) + np.repeat(np.arange(s.shape[0]), n_blocks))
+        unit_chain.append(np.repeat(np.arange(s.shape[0]), n_blocks))
         offset += s.shape[0] * s.shape[1]
     unit_start = np.concatenate(units + [np.array([offset], dtype=np.int64)])
     # Chain of every unit, numbered across data and other (other's chains after data's).
