@@ -110,6 +110,25 @@ def test_matrix_product_matches_reference(preconditioner):
                                atol=1e-13 * np.abs(K).sum(axis=1).max() * np.abs(weights).max())
 
 
+def test_quadratic_forms_same_result_any_thread_count():
+    import numba
+
+    x = np.random.default_rng(14).standard_normal((2, 700, 4))
+    pre = make_preconditioner("identity", x.reshape(-1, 4), list("abcd"))
+    weights = np.ascontiguousarray(np.random.default_rng(15).standard_normal((1400, 9)))
+    full = gof.quadratic_forms(x, -x, pre, 1.0, -0.5, weights, True)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        single = gof.quadratic_forms(x, -x, pre, 1.0, -0.5, weights, True)
+    finally:
+        numba.set_num_threads(saved)
+    # Truth: each row tile is computed whole by one task and the tiles are summed in a
+    # fixed order afterwards, so the thread count cannot change the result.
+    np.testing.assert_array_equal(full[0], single[0])
+    np.testing.assert_array_equal(full[1], single[1])
+
+
 def test_statistic_is_n_times_ksd2_v():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 150, 2)) * [1.0, 2.0] + 0.2
