@@ -21,7 +21,7 @@ from steindiag._autocorrelation import integrated_autocorrelation_time
 from steindiag._ksd import prepare_input
 from steindiag._multi_products import base_kernel_unit_sums
 from steindiag._preconditioner import make_preconditioner
-from steindiag._validate import check_kernel_args
+from steindiag._validate import check_kernel_args, check_rng
 
 __all__ = ["mmd"]
 
@@ -62,13 +62,7 @@ def _mmd_iv(n_permutations, block_length, rng):
                 f"block_length must be 'auto' or a positive integer; got {block_length}."
             )
         block_length = int(block_length)
-    try:
-        rng = np.random.default_rng(rng)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            "rng must be None, an integer seed, a numpy.random.Generator or a "
-            f"SeedSequence; got {type(rng).__name__}."
-        ) from err
+    rng = check_rng(rng)
     return int(n_permutations), block_length, rng
 
 

@@ -131,3 +131,14 @@ def evaluate_score_callable(score, draws, *, batched=True, chunk_size=4096, name
             )
         out[start:stop] = value
     return out.reshape(n_chain, n_draw, d)
+
+
+def check_rng(rng):
+    """``numpy.random.default_rng(rng)``, with a TypeError naming ``rng`` on bad input."""
+    try:
+        return np.random.default_rng(rng)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            "rng must be None, an integer seed, a numpy.random.Generator or a "
+            f"SeedSequence; got {type(rng).__name__}."
+        ) from err

@@ -25,7 +25,7 @@ from steindiag._multi_products import (
     stein_quadratic_forms,
 )
 from steindiag._preconditioner import make_preconditioner
-from steindiag._validate import check_kernel_args
+from steindiag._validate import check_kernel_args, check_rng
 
 __all__ = ["ksd_test"]
 
@@ -54,13 +54,7 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
         raise ValueError(f"n_bootstrap must be a positive integer; got {n_bootstrap}.")
     if not isinstance(pooled, (bool, np.bool_)):
         raise TypeError(f"pooled must be True or False; got {pooled!r}.")
-    try:
-        rng = np.random.default_rng(rng)
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            "rng must be None, an integer seed, a numpy.random.Generator or a "
-            f"SeedSequence; got {type(rng).__name__}."
-        ) from err
+    rng = check_rng(rng)
     return int(n_bootstrap), rng, bool(pooled)
 
 
