@@ -1,4 +1,4 @@
-"""Numba products with the IMQ Langevin Stein kernel matrix K_p (MATH.md sections 2, 5, 6).
+"""Numba products with the IMQ Langevin Stein kernel matrix K_p (docs: background page).
 
 Nothing here imports xarray or PyMC, and nothing validates input: callers pass
 float64, C-contiguous arrays already in the kernel's coordinates (draws and scores
@@ -194,7 +194,7 @@ _TAU = 1e-12
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal,
-                         weights, gradient, tol, max_iter):
+                         weights, gradient, tol, floor, max_iter):
     """Pairwise Frank-Wolfe for min w^T K_p w on the simplex; updates weights in place.
 
     Parameters
@@ -202,7 +202,7 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
     draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal : as in ``kernel_matvec``
     weights : float64 (N,), a point of the simplex, updated in place
     gradient : float64 (N,), K_p @ weights on entry (half the gradient), kept in step
-    tol : float, stop when the Frank-Wolfe gap 2 (f - min_i g_i) <= tol * f
+    tol, floor : float, stop when the Frank-Wolfe gap 2 (f - min_i g_i) <= tol * f + floor
     max_iter : int
 
     Returns
@@ -250,7 +250,7 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
             v = j
     iteration = 0
     while iteration < max_iter:
-        if 2.0 * (f - g_min) <= tol * f:
+        if 2.0 * (f - g_min) <= tol * f + floor:
             break
         iteration += 1
         g_v = gradient[v]

@@ -1,4 +1,4 @@
-"""Greedy Stein thinning (MATH.md section 6), plain and regularised.
+"""Greedy Stein thinning (see the docs' background page), plain and regularised.
 
 Data flow: input -> ``SteinInput`` (``_ksd.prepare_input``) -> one preconditioner from
 the pooled draws -> ``KernelPoints`` -> ``_stein_products.greedy_thinning`` (one kernel

@@ -1,0 +1,357 @@
+"""An exact active-set solver for the KSD weights QP (Lawson-Hanson on its NNLS form).
+
+Nothing here imports xarray or PyMC, and nothing validates input.
+
+The problem ``min w^T K w`` over the simplex (K = K_p / mean diag K_p, positive
+semi-definite and numerically low-rank when there are few parameters) is solved
+through an equivalent non-negative least-squares problem. With K = Phi^T Phi (Phi the
+feature map), the NNLS problem
+
+    minimise ||Phi u||^2 + (1 - sum_i u_i)^2  over  u >= 0
+
+has the solution u* = w* / (1 + f*), with w* the optimal weights and f* = w*^T K w*
+(the stationarity conditions of both problems coincide after rescaling). Its Gram
+matrix is G = K + 1 1^T and its right-hand side Phi-free: A^T b = 1. So the
+Lawson-Hanson active-set method (1974) runs on G alone:
+
+- dual  r = 1 - G u = 1 - K u - sum(u); optimal when r_i <= 0 off the support;
+- add the most violating point, solve G_PP s = 1 on the support P through a Cholesky
+  factor updated in O(|P|^2) (append) or by Givens rotations (delete), and step back
+  to the last feasible point when s has non-positive entries (removing them).
+
+Two representations of K: the dense matrix (``mode`` 0, 8 N^2 bytes) or a factor
+K ~ F F^T from pivoted Cholesky (``mode`` 1, (N, r), 8 N r bytes) when K is
+numerically of low rank r. A point whose column is numerically in the span of the
+support (Cholesky pivot below ``_DEPENDENT``) is not added: it cannot lower the
+objective further than rounding.
+
+Cost: one full pricing (the duals of all N points) is O(N |P|) (dense) or O(N r)
+(factor); between full pricings only the ``n_candidates`` most violating points are
+repriced (O(n_candidates |P|) per step). Each step costs O(|P|^2) for the factor.
+"""
+
+import numba as nb
+import numpy as np
+
+__all__ = ["lawson_hanson", "pivoted_cholesky"]
+
+# A Cholesky pivot rho^2 <= _DEPENDENT * G_jj means column j is numerically in the
+# span of the support's columns (G = K + 1 1^T has G_jj ~ 2 after scaling).
+_DEPENDENT = 1e-13
+# Points repriced between full pricings.
+_CANDIDATES = 128
+# Columns per parallel task of the full pricing.
+_PRICE_BLOCK = 1024
+
+
+@nb.njit(cache=True, parallel=True)
+def _price_dense(K, support, z, k, out):
+    """out[i] = sum_t z[t] K[support[t], i] for all i (parallel over blocks of i)."""
+    n = K.shape[0]
+    n_blocks = (n + _PRICE_BLOCK - 1) // _PRICE_BLOCK
+    for block in nb.prange(n_blocks):
+        i0 = block * _PRICE_BLOCK
+        i1 = min(n, i0 + _PRICE_BLOCK)
+        for i in range(i0, i1):
+            out[i] = 0.0
+        for t in range(k):
+            zt = z[t]
+            row = K[support[t]]
+            for i in range(i0, i1):
+                out[i] += zt * row[i]
+
+
+@nb.njit(cache=True, parallel=True)
+def _price_factor(F, support, z, k, out):
+    """out[i] = F[i] . v with v = sum_t z[t] F[support[t]] (K ~ F F^T)."""
+    n, r = F.shape
+    v = np.zeros(r)
+    for t in range(k):
+        row = F[support[t]]
+        for m in range(r):
+            v[m] += z[t] * row[m]
+    for i in nb.prange(n):
+        total = 0.0
+        row = F[i]
+        for m in range(r):
+            total += row[m] * v[m]
+        out[i] = total
+
+
+@nb.njit(cache=True)
+def _cross(mode, K, F, support, k, j, out):
+    """out[t] = K[support[t], j] for t < k."""
+    if mode == 0:
+        row = K[j]
+        for t in range(k):
+            out[t] = row[support[t]]
+    else:
+        r = F.shape[1]
+        fj = F[j]
+        for t in range(k):
+            fp = F[support[t]]
+            total = 0.0
+            for m in range(r):
+                total += fp[m] * fj[m]
+            out[t] = total
+
+
+@nb.njit(cache=True)
+def _price_one(mode, K, F, support, z, k, j, scratch):
+    """sum_t z[t] K[support[t], j]."""
+    _cross(mode, K, F, support, k, j, scratch)
+    total = 0.0
+    for t in range(k):
+        total += z[t] * scratch[t]
+    return total
+
+
+@nb.njit(cache=True)
+def _forward(L, k, b, out):
+    """Solve L[:k, :k] out = b[:k] (L lower triangular, row-major)."""
+    for i in range(k):
+        total = b[i]
+        row = L[i]
+        for m in range(i):
+            total -= row[m] * out[m]
+        out[i] = total / row[i]
+
+
+@nb.njit(cache=True)
+def _backward(L, k, y, out, work):
+    """Solve L[:k, :k]^T out = y[:k], column-oriented (contiguous rows of L)."""
+    for i in range(k):
+        work[i] = y[i]
+    for i in range(k - 1, -1, -1):
+        value = work[i] / L[i, i]
+        out[i] = value
+        row = L[i]
+        for m in range(i):
+            work[m] -= value * row[m]
+
+
+@nb.njit(cache=True)
+def _delete(L, k, p):
+    """Remove row and column p from the factor L[:k, :k] of G_PP (Givens rotations)."""
+    for i in range(p, k - 1):
+        for m in range(i + 2):
+            L[i, m] = L[i + 1, m]
+    # Rows p .. k-2 now hold one entry right of the diagonal: rotate columns (i, i+1).
+    for i in range(p, k - 1):
+        a = L[i, i]
+        b = L[i, i + 1]
+        radius = np.hypot(a, b)
+        if radius == 0.0:
+            continue
+        cos = a / radius
+        sin = b / radius
+        for row in range(i, k - 1):
+            x = L[row, i]
+            w = L[row, i + 1]
+            L[row, i] = cos * x + sin * w
+            L[row, i + 1] = -sin * x + cos * w
+        L[i, i + 1] = 0.0
+    for m in range(k):
+        L[k - 1, m] = 0.0
+
+
+@nb.njit(cache=True)
+def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
+    """Lawson-Hanson on the NNLS form of min w^T K w over the simplex.
+
+    Parameters
+    ----------
+    mode : int, 0 (dense ``K``) or 1 (factor ``F``, K ~ F F^T)
+    K : float64 (N, N) or a dummy (1, 1)
+    F : float64 (N, r) or a dummy (1, 1)
+    diagonal : float64 (N,), K_ii (of the representation used)
+    tol, floor : stop when every dual r_i <= (tol * f + floor) / 2, f = 1 / sum(u) - 1
+        the current objective (2 r_i bounds f - (K w)_i: the Wolfe gap)
+    max_iter : int, additions of a point
+    n_candidates : int, points repriced between full pricings
+
+    Returns
+    -------
+    (u, iterations, converged, max_dual) : float64 (N,), int, bool, float
+    """
+    n = diagonal.shape[0]
+    cap = min(n, 256)
+    L = np.zeros((cap, cap))
+    support = np.empty(n, dtype=np.int64)
+    z = np.zeros(n)
+    s = np.empty(n)
+    y = np.empty(n)
+    work = np.empty(n)
+    column = np.empty(n)
+    in_support = np.zeros(n, dtype=np.bool_)
+    excluded = np.zeros(n, dtype=np.bool_)
+    dual = np.ones(n)
+    priced = np.empty(n)
+    candidates = np.empty(n_candidates, dtype=np.int64)
+    k = 0
+    sum_z = 0.0
+    iterations = 0
+    converged = False
+    max_dual = np.inf
+    first = True
+    while iterations < max_iter:
+        # Full pricing (all duals), then candidates = the most violating points.
+        if k > 0:
+            if mode == 0:
+                _price_dense(K, support, z, k, priced)
+            else:
+                _price_factor(F, support, z, k, priced)
+            for i in range(n):
+                dual[i] = 1.0 - priced[i] - sum_z
+        f = 1.0 / sum_z - 1.0 if sum_z > 0.0 else np.inf
+        threshold = 0.5 * (tol * max(f, 0.0) + floor) if sum_z > 0.0 else 0.0
+        max_dual = -np.inf
+        for i in range(n):
+            if not in_support[i] and dual[i] > max_dual:
+                max_dual = dual[i]
+        order = np.argsort(-dual)
+        n_cand = 0
+        for i in order:
+            if n_cand == n_candidates or dual[i] <= threshold:
+                break
+            if not in_support[i] and not excluded[i]:
+                candidates[n_cand] = i
+                n_cand += 1
+        if first:
+            # Start from the point of smallest K_ii (all duals are 1 at u = 0).
+            candidates[0] = np.argmin(diagonal)
+            n_cand = 1
+            first = False
+        if n_cand == 0:
+            converged = True
+            break
+        while iterations < max_iter:
+            # The most violating candidate still eligible.
+            best = -1
+            best_dual = threshold
+            for c in range(n_cand):
+                j = candidates[c]
+                if not in_support[j] and not excluded[j] and dual[j] > best_dual:
+                    best_dual = dual[j]
+                    best = j
+            if best < 0 and k == 0:
+                best = candidates[0]
+            if best < 0:
+                break
+            j = best
+            # Append column j of G = K + 1 1^T to the factor.
+            if k == cap:
+                new_cap = min(n, 2 * cap)
+                grown = np.zeros((new_cap, new_cap))
+                for i in range(k):
+                    for m in range(i + 1):
+                        grown[i, m] = L[i, m]
+                L = grown
+                cap = new_cap
+            _cross(mode, K, F, support, k, j, column)
+            for t in range(k):
+                column[t] += 1.0
+            _forward(L, k, column, L[k])
+            rho2 = diagonal[j] + 1.0
+            for m in range(k):
+                rho2 -= L[k, m] * L[k, m]
+            if rho2 <= _DEPENDENT * (diagonal[j] + 1.0):
+                excluded[j] = True
+                for m in range(k):
+                    L[k, m] = 0.0
+                continue
+            L[k, k] = np.sqrt(rho2)
+            total = 1.0
+            for m in range(k):
+                total -= L[k, m] * y[m]
+            y[k] = total / L[k, k]
+            support[k] = j
+            z[k] = 0.0
+            in_support[j] = True
+            k += 1
+            iterations += 1
+            deleted = False
+            rejected = False
+            while True:
+                _backward(L, k, y, s, work)
+                alpha = 2.0
+                for t in range(k):
+                    if s[t] <= 0.0:
+                        ratio = z[t] / (z[t] - s[t])
+                        if ratio < alpha:
+                            alpha = ratio
+                if alpha == 2.0:
+                    for t in range(k):
+                        z[t] = s[t]
+                    break
+                for t in range(k):
+                    z[t] += alpha * (s[t] - z[t])
+                # Remove every point that reached zero (the blocking one at least).
+                blocking = 0
+                smallest = np.inf
+                for t in range(k):
+                    if z[t] < smallest:
+                        smallest = z[t]
+                        blocking = t
+                for t in range(k - 1, -1, -1):
+                    if z[t] <= 0.0 or t == blocking:
+                        if support[t] == j and alpha == 0.0:
+                            rejected = True  # added and removed at once: rounding
+                        in_support[support[t]] = False
+                        _delete(L, k, t)
+                        for m in range(t, k - 1):
+                            support[m] = support[m + 1]
+                            z[m] = z[m + 1]
+                        k -= 1
+                        deleted = True
+                _forward(L, k, np.ones(k), y)
+                if k == 0:
+                    break
+            sum_z = 0.0
+            for t in range(k):
+                sum_z += z[t]
+            if deleted:
+                # The support lost a column: points found dependent may no longer be.
+                for i in range(n):
+                    excluded[i] = False
+            if rejected:
+                excluded[j] = True
+            f = 1.0 / sum_z - 1.0 if sum_z > 0.0 else np.inf
+            threshold = 0.5 * (tol * max(f, 0.0) + floor)
+            # Reprice the candidates only.
+            for c in range(n_cand):
+                i = candidates[c]
+                if not in_support[i]:
+                    dual[i] = 1.0 - _price_one(mode, K, F, support, z, k, i, column) - sum_z
+    u = np.zeros(n)
+    for t in range(k):
+        u[support[t]] = z[t]
+    return u, iterations, converged, max_dual
+
+
+def pivoted_cholesky(rows, diagonal, max_rank, tol):
+    """K ~ F F^T by greedy pivoted Cholesky, matrix-free.
+
+    ``rows(index)`` returns the rows K[index, :]. Stops when the largest residual
+    diagonal entry is <= ``tol`` or at ``max_rank`` columns. Returns F (N, r) and the
+    residual diagonal (its maximum bounds w^T (K - F F^T) w on the simplex).
+    Cost: r kernel rows and O(N r^2) flops; memory 8 N r bytes.
+    """
+    n = diagonal.shape[0]
+    factor = np.zeros((n, max(1, min(max_rank, n))))
+    residual = diagonal.astype(np.float64).copy()
+    rank = 0
+    while rank < factor.shape[1]:
+        pivot = int(np.argmax(residual))
+        if residual[pivot] <= tol:
+            break
+        row = rows(np.array([pivot]))[0]
+        if rank:
+            row -= factor[:, :rank] @ factor[pivot, :rank]
+        column = row / np.sqrt(residual[pivot])
+        factor[:, rank] = column
+        residual -= column * column
+        residual[pivot] = 0.0
+        np.maximum(residual, 0.0, out=residual)
+        rank += 1
+    return factor[:, :rank].copy(), residual
