@@ -37,7 +37,7 @@ __all__ = ["lawson_hanson", "pivoted_cholesky"]
 
 # A Cholesky pivot rho^2 <= _DEPENDENT * G_jj means column j is numerically in the
 # span of the support's columns (G = K + 1 1^T has G_jj ~ 2 after scaling).
-_DEPENDENT = 1e-13
+_DEPENDENT = 1e-15
 # Points repriced between full pricings.
 _CANDIDATES = 128
 # Columns per parallel task of the full pricing.
