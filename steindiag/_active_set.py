@@ -107,9 +107,9 @@ def _price_one(mode, K, F, support, z, k, j, scratch):
 
 
 @nb.njit(cache=True)
-def _forward(L, k, b, out):
-    """Solve L[:k, :k] out = b[:k] (L lower triangular, row-major)."""
-    for i in range(k):
+def _forward(L, k, b, out, start=0):
+    """Solve L[:k, :k] out = b[:k] (L lower triangular, row-major); out[:start] is kept."""
+    for i in range(start, k):
         total = b[i]
         row = L[i]
         for m in range(i):
@@ -288,6 +288,7 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
                     z[t] += alpha * (s[t] - z[t])
                 # Remove every point that reached zero (the blocking one at least).
                 blocking = 0
+                first_deleted = k
                 smallest = np.inf
                 for t in range(k):
                     if z[t] < smallest:
@@ -304,7 +305,9 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
                             z[m] = z[m + 1]
                         k -= 1
                         deleted = True
-                _forward(L, k, np.ones(k), y)
+                        first_deleted = t
+                # Rows above the first deleted position are unchanged, and so is y there.
+                _forward(L, k, np.ones(k), y, first_deleted)
                 if k == 0:
                     break
             sum_z = 0.0
