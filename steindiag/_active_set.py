@@ -40,6 +40,8 @@ __all__ = ["lawson_hanson", "pivoted_cholesky"]
 _DEPENDENT = 1e-15
 # Points repriced between full pricings.
 _CANDIDATES = 128
+# Points added at once (at most; about 1/8 of the support).
+_BLOCK_MAX = 64
 # Columns per parallel task of the full pricing.
 _PRICE_BLOCK = 1024
 
@@ -131,28 +133,78 @@ def _backward(L, k, y, out, work):
 
 
 @nb.njit(cache=True)
-def _delete(L, k, p):
-    """Remove row and column p from the factor L[:k, :k] of G_PP (Givens rotations)."""
+def _delete(L, k, p, work):
+    """Remove row and column p from the factor L[:k, :k] of G_PP (Givens rotations).
+
+    After the rows below p move up, each holds one entry right of its diagonal; the
+    rotations of column pairs (i, i + 1), i = p .. k - 2, remove them. They are applied
+    row by row (row r receives rotations p .. r), so every access is within a row.
+    """
     for i in range(p, k - 1):
         for m in range(i + 2):
             L[i, m] = L[i + 1, m]
-    # Rows p .. k-2 now hold one entry right of the diagonal: rotate columns (i, i+1).
-    for i in range(p, k - 1):
-        a = L[i, i]
-        b = L[i, i + 1]
+    cos = work[:k]
+    sin = np.empty(k)
+    for r in range(p, k - 1):
+        row = L[r]
+        for i in range(p, r):
+            x = row[i]
+            w = row[i + 1]
+            row[i] = cos[i] * x + sin[i] * w
+            row[i + 1] = -sin[i] * x + cos[i] * w
+        a = row[r]
+        b = row[r + 1]
         radius = np.hypot(a, b)
         if radius == 0.0:
-            continue
-        cos = a / radius
-        sin = b / radius
-        for row in range(i, k - 1):
-            x = L[row, i]
-            w = L[row, i + 1]
-            L[row, i] = cos * x + sin * w
-            L[row, i + 1] = -sin * x + cos * w
-        L[i, i + 1] = 0.0
+            cos[r] = 1.0
+            sin[r] = 0.0
+        else:
+            cos[r] = a / radius
+            sin[r] = b / radius
+        row[r] = radius
+        row[r + 1] = 0.0
     for m in range(k):
         L[k - 1, m] = 0.0
+
+
+@nb.njit(cache=True)
+def _forward_block(L, k, rhs, out):
+    """Solve L[:k, :k] out = rhs for a (k, b) block, one pass over L (row-major)."""
+    nb_cols = rhs.shape[1]
+    for i in range(k):
+        row = L[i]
+        acc = out[i]
+        for c in range(nb_cols):
+            acc[c] = rhs[i, c]
+        for m in range(i):
+            value = row[m]
+            other = out[m]
+            for c in range(nb_cols):
+                acc[c] -= value * other[c]
+        inv = 1.0 / row[i]
+        for c in range(nb_cols):
+            acc[c] *= inv
+
+
+@nb.njit(cache=True)
+def _kernel_value(mode, K, F, i, j):
+    if mode == 0:
+        return K[i, j]
+    total = 0.0
+    for m in range(F.shape[1]):
+        total += F[i, m] * F[j, m]
+    return total
+
+
+@nb.njit(cache=True)
+def _remove(L, k, t, support, z, in_support, work):
+    """Delete position t of the support (factor, support list, values); returns k - 1."""
+    in_support[support[t]] = False
+    _delete(L, k, t, work)
+    for m in range(t, k - 1):
+        support[m] = support[m + 1]
+        z[m] = z[m + 1]
+    return k - 1
 
 
 @nb.njit(cache=True)
@@ -165,14 +217,21 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
     K : float64 (N, N) or a dummy (1, 1)
     F : float64 (N, r) or a dummy (1, 1)
     diagonal : float64 (N,), K_ii (of the representation used)
-    tol, floor : stop when every dual r_i <= (tol * f + floor) / 2, f = 1 / sum(u) - 1
-        the current objective (2 r_i bounds f - (K w)_i: the Wolfe gap)
+    tol, floor : stop when every dual r_i <= (tol * f + floor) / 4, f = 1 / sum(u) - 1
+        the current objective (2 r_i ~ f - (K w)_i: half the Wolfe gap; the margin of
+        2 leaves room for the rounding of the caller's exact certificate)
     max_iter : int, additions of a point
     n_candidates : int, points repriced between full pricings
 
     Returns
     -------
     (u, iterations, converged, max_dual) : float64 (N,), int, bool, float
+
+    Notes
+    -----
+    Points are added in blocks of up to ``_BLOCK_MAX`` (about 1/8 of the support), all
+    solved through one pass over the factor; a new point whose least-squares value is
+    not positive is dropped before the step (so every step lowers the objective).
     """
     n = diagonal.shape[0]
     cap = min(n, 256)
@@ -188,12 +247,14 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
     dual = np.ones(n)
     priced = np.empty(n)
     candidates = np.empty(n_candidates, dtype=np.int64)
+    block = np.empty(_BLOCK_MAX, dtype=np.int64)
     k = 0
     sum_z = 0.0
     iterations = 0
     converged = False
     max_dual = np.inf
     first = True
+    single = False  # after a block that could not enter: one point at a time
     while iterations < max_iter:
         # Full pricing (all duals), then candidates = the most violating points.
         if k > 0:
@@ -204,7 +265,7 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
             for i in range(n):
                 dual[i] = 1.0 - priced[i] - sum_z
         f = 1.0 / sum_z - 1.0 if sum_z > 0.0 else np.inf
-        threshold = 0.5 * (tol * max(f, 0.0) + floor) if sum_z > 0.0 else 0.0
+        threshold = 0.25 * (tol * max(f, 0.0) + floor) if sum_z > 0.0 else 0.0
         max_dual = -np.inf
         for i in range(n):
             if not in_support[i] and dual[i] > max_dual:
@@ -226,54 +287,97 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
             converged = True
             break
         while iterations < max_iter:
-            # The most violating candidate still eligible.
-            best = -1
-            best_dual = threshold
+            # The block: the most violating candidates still eligible, best first.
+            limit = min(_BLOCK_MAX, max(1, k // 8), max_iter - iterations)
+            if single:
+                limit = 1
+            eligible = np.empty(n_cand, dtype=np.int64)
+            n_eligible = 0
             for c in range(n_cand):
                 j = candidates[c]
-                if not in_support[j] and not excluded[j] and dual[j] > best_dual:
-                    best_dual = dual[j]
-                    best = j
-            if best < 0 and k == 0:
-                best = candidates[0]
-            if best < 0:
+                if in_support[j] or excluded[j] or not (dual[j] > threshold or k == 0):
+                    continue
+                eligible[n_eligible] = j
+                n_eligible += 1
+            eligible = eligible[:n_eligible]
+            ranked = eligible[np.argsort(-dual[eligible])]
+            size = min(limit, n_eligible)
+            for b in range(size):
+                block[b] = ranked[b]
+            if size == 0:
                 break
-            j = best
-            # Append column j of G = K + 1 1^T to the factor.
-            if k == cap:
-                new_cap = min(n, 2 * cap)
+            if k + size > cap:
+                new_cap = min(n, max(2 * cap, k + size))
                 grown = np.zeros((new_cap, new_cap))
                 for i in range(k):
                     for m in range(i + 1):
                         grown[i, m] = L[i, m]
                 L = grown
                 cap = new_cap
-            _cross(mode, K, F, support, k, j, column)
-            for t in range(k):
-                column[t] += 1.0
-            _forward(L, k, column, L[k])
-            rho2 = diagonal[j] + 1.0
-            for m in range(k):
-                rho2 -= L[k, m] * L[k, m]
-            if rho2 <= _DEPENDENT * (diagonal[j] + 1.0):
-                excluded[j] = True
-                for m in range(k):
-                    L[k, m] = 0.0
+            # Columns of G = K + 1 1^T for the block against the support: one pass over L.
+            rhs = np.empty((k, size))
+            for b in range(size):
+                _cross(mode, K, F, support, k, block[b], column)
+                for t in range(k):
+                    rhs[t, b] = column[t] + 1.0
+            solved = np.empty((k, size))
+            _forward_block(L, k, rhs, solved)
+            k_old = k
+            for b in range(size):
+                j = block[b]
+                t = k
+                row = L[t]
+                for m in range(k_old):
+                    row[m] = solved[m, b]
+                for a in range(k_old, t):
+                    value = _kernel_value(mode, K, F, j, support[a]) + 1.0
+                    other = L[a]
+                    for m in range(a):
+                        value -= row[m] * other[m]
+                    row[a] = value / other[a]
+                rho2 = diagonal[j] + 1.0
+                for m in range(t):
+                    rho2 -= row[m] * row[m]
+                if rho2 <= _DEPENDENT * (diagonal[j] + 1.0):
+                    excluded[j] = True  # numerically in the span of the support
+                    for m in range(t):
+                        row[m] = 0.0
+                    continue
+                row[t] = np.sqrt(rho2)
+                total = 1.0
+                for m in range(t):
+                    total -= row[m] * y[m]
+                y[t] = total / row[t]
+                support[t] = j
+                z[t] = 0.0
+                in_support[j] = True
+                k += 1
+            added = k - k_old
+            iterations += added
+            if added == 0:
                 continue
-            L[k, k] = np.sqrt(rho2)
-            total = 1.0
-            for m in range(k):
-                total -= L[k, m] * y[m]
-            y[k] = total / L[k, k]
-            support[k] = j
-            z[k] = 0.0
-            in_support[j] = True
-            k += 1
-            iterations += 1
-            deleted = False
-            rejected = False
+            # New points whose value on the enlarged support is not positive leave first.
             while True:
                 _backward(L, k, y, s, work)
+                first_drop = -1
+                for t in range(k - 1, k_old - 1, -1):
+                    if s[t] <= 0.0:
+                        if size == 1:
+                            excluded[support[t]] = True  # rounding: it cannot enter
+                        k = _remove(L, k, t, support, z, in_support, work)
+                        added -= 1
+                        first_drop = t
+                if first_drop < 0 or added == 0:
+                    if first_drop >= 0:
+                        _forward(L, k, np.ones(k), y, first_drop)
+                    break
+                _forward(L, k, np.ones(k), y, first_drop)
+            if added == 0:
+                single = True
+                continue
+            single = False
+            deleted = False
+            while True:
                 alpha = 2.0
                 for t in range(k):
                     if s[t] <= 0.0:
@@ -288,28 +392,22 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
                     z[t] += alpha * (s[t] - z[t])
                 # Remove every point that reached zero (the blocking one at least).
                 blocking = 0
-                first_deleted = k
                 smallest = np.inf
                 for t in range(k):
                     if z[t] < smallest:
                         smallest = z[t]
                         blocking = t
+                first_deleted = k
                 for t in range(k - 1, -1, -1):
                     if z[t] <= 0.0 or t == blocking:
-                        if support[t] == j and alpha == 0.0:
-                            rejected = True  # added and removed at once: rounding
-                        in_support[support[t]] = False
-                        _delete(L, k, t)
-                        for m in range(t, k - 1):
-                            support[m] = support[m + 1]
-                            z[m] = z[m + 1]
-                        k -= 1
+                        k = _remove(L, k, t, support, z, in_support, work)
                         deleted = True
                         first_deleted = t
                 # Rows above the first deleted position are unchanged, and so is y there.
                 _forward(L, k, np.ones(k), y, first_deleted)
                 if k == 0:
                     break
+                _backward(L, k, y, s, work)
             sum_z = 0.0
             for t in range(k):
                 sum_z += z[t]
@@ -317,10 +415,8 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
                 # The support lost a column: points found dependent may no longer be.
                 for i in range(n):
                     excluded[i] = False
-            if rejected:
-                excluded[j] = True
             f = 1.0 / sum_z - 1.0 if sum_z > 0.0 else np.inf
-            threshold = 0.5 * (tol * max(f, 0.0) + floor)
+            threshold = 0.25 * (tol * max(f, 0.0) + floor)
             # Reprice the candidates only.
             for c in range(n_cand):
                 i = candidates[c]
@@ -335,26 +431,28 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
 def pivoted_cholesky(rows, diagonal, max_rank, tol):
     """K ~ F F^T by greedy pivoted Cholesky, matrix-free.
 
-    ``rows(index)`` returns the rows K[index, :]. Stops when the largest residual
-    diagonal entry is <= ``tol`` or at ``max_rank`` columns. Returns F (N, r) and the
-    residual diagonal (its maximum bounds w^T (K - F F^T) w on the simplex).
-    Cost: r kernel rows and O(N r^2) flops; memory 8 N r bytes.
+    ``rows(index)`` returns the rows K[index, :]. Each step takes the point of largest
+    residual diagonal as the pivot. Stops when that residual is <= ``tol`` or at
+    ``max_rank`` columns. F F^T <= K (a Nystrom approximation), and the residual
+    diagonal's maximum bounds w^T (K - F F^T) w on the simplex. Returns F (N, r) and the
+    residual diagonal. Cost: r kernel rows and O(N r^2) flops; memory 8 N r bytes.
     """
     n = diagonal.shape[0]
-    factor = np.zeros((n, max(1, min(max_rank, n))))
+    max_rank = max(1, min(max_rank, n))
+    factor_t = np.zeros((max_rank, n))  # F^T: each new column of F is a contiguous row
     residual = diagonal.astype(np.float64).copy()
     rank = 0
-    while rank < factor.shape[1]:
+    while rank < max_rank:
         pivot = int(np.argmax(residual))
         if residual[pivot] <= tol:
             break
         row = rows(np.array([pivot]))[0]
         if rank:
-            row -= factor[:, :rank] @ factor[pivot, :rank]
-        column = row / np.sqrt(residual[pivot])
-        factor[:, rank] = column
-        residual -= column * column
+            row -= factor_t[:rank, pivot] @ factor_t[:rank]
+        row /= np.sqrt(residual[pivot])
+        factor_t[rank] = row
+        residual -= row * row
         residual[pivot] = 0.0
         np.maximum(residual, 0.0, out=residual)
         rank += 1
-    return factor[:, :rank].copy(), residual
+    return np.ascontiguousarray(factor_t[:rank].T), residual

@@ -44,7 +44,7 @@ _FACTOR_FIRST_RANK = 256
 _FACTOR_MAX_RANK = 4096
 # Rounding floor of the certificate: the duality gap computed from K_p w in float64 is
 # only known to about this many eps * sqrt(N) * max_i k_p(x_i, x_i).
-_FLOOR_EPS = 32.0
+_FLOOR_EPS = 64.0
 # Frank-Wolfe thread choice (see _run_frank_wolfe): only from this many points, each
 # trial segment about this many kernel evaluations (a few ms), each working segment
 # about this many (about 0.5 s), and a new trial after this many segments.
@@ -81,7 +81,7 @@ class _Solution:
 
 
 def _rounding_floor(points):
-    """What the float64 duality gap cannot resolve: 32 eps sqrt(N) max_i k_p(x_i, x_i)."""
+    """What the float64 duality gap cannot resolve: 64 eps sqrt(N) max_i k_p(x_i, x_i)."""
     return _FLOOR_EPS * np.finfo(np.float64).eps * np.sqrt(points.n) * float(points.diagonal.max())
 
 
@@ -490,7 +490,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     tol : float, default 1e-6
         Stopping rule, the same for every method: the certified duality gap (below)
         must satisfy gap <= tol * f(w) + floor, with ``floor`` the rounding floor of
-        the certificate in float64 (32 eps sqrt(N) max_i k_p(x_i, x_i)). So a
+        the certificate in float64 (64 eps sqrt(N) max_i k_p(x_i, x_i)). So a
         near-zero optimum (few parameters, many draws) is certified to rounding
         rather than to an unreachable relative accuracy.
     max_iter : int, optional
