@@ -19,21 +19,27 @@ Lawson-Hanson active-set method (1974) runs on G alone:
   factor updated in O(|P|^2) (append) or by Givens rotations (delete), and step back
   to the last feasible point when s has non-positive entries (removing them).
 
-Two representations of K: the dense matrix (``mode`` 0, 8 N^2 bytes) or a factor
-K ~ F F^T from pivoted Cholesky (``mode`` 1, (N, r), 8 N r bytes) when K is
-numerically of low rank r. A point whose column is numerically in the span of the
-support (Cholesky pivot below ``_DEPENDENT``) is not added: it cannot lower the
-objective further than rounding.
+Two representations of K: a factor K ~ F F^T from pivoted Cholesky (``mode`` 1,
+(N, r), 8 N r bytes) when K is numerically of low rank r (one parameter: r ~ 100 at
+any N), else the kernel itself, evaluated on demand from the draws and scores
+(``mode`` 2, O(N d)). A point whose column is numerically in the span of the support
+(Cholesky pivot below ``_DEPENDENT``) is not added: it cannot lower the objective
+further than rounding.
 
-Cost: one full pricing (the duals of all N points) is O(N |P|) (dense) or O(N r)
-(factor); between full pricings only the ``n_candidates`` most violating points are
-repriced (O(n_candidates |P|) per step). Each step costs O(|P|^2) for the factor.
+Cost: one full pricing (the duals of all N points) is O(N r) (factor) or O(N |P| d)
+kernel evaluations (matrix-free); between full pricings only the ``n_candidates`` most
+violating points are repriced (O(n_candidates |P|) per step). Points enter in blocks
+(one pass over the factor for the block); each step costs O(|P|^2) for the factor of
+the support's Gram matrix, 8 |P|^2 bytes.
 """
 
 import numba as nb
 import numpy as np
 
-__all__ = ["lawson_hanson", "pivoted_cholesky"]
+from steindiag._kernels import stein_combine
+from steindiag._stein_products import _row_block
+
+__all__ = ["lawson_hanson", "pivoted_cholesky", "matrix_free_kernel", "dummy_kernel"]
 
 # A Cholesky pivot rho^2 <= _DEPENDENT * G_jj means column j is numerically in the
 # span of the support's columns (G = K + 1 1^T has G_jj ~ 2 after scaling).
@@ -42,25 +48,8 @@ _DEPENDENT = 1e-15
 _CANDIDATES = 128
 # Points added at once (at most; about 1/8 of the support).
 _BLOCK_MAX = 64
-# Columns per parallel task of the full pricing.
-_PRICE_BLOCK = 1024
-
-
-@nb.njit(cache=True, parallel=True)
-def _price_dense(K, support, z, k, out):
-    """out[i] = sum_t z[t] K[support[t], i] for all i (parallel over blocks of i)."""
-    n = K.shape[0]
-    n_blocks = (n + _PRICE_BLOCK - 1) // _PRICE_BLOCK
-    for block in nb.prange(n_blocks):
-        i0 = block * _PRICE_BLOCK
-        i1 = min(n, i0 + _PRICE_BLOCK)
-        for i in range(i0, i1):
-            out[i] = 0.0
-        for t in range(k):
-            zt = z[t]
-            row = K[support[t]]
-            for i in range(i0, i1):
-                out[i] += zt * row[i]
+# Points per block of the matrix-free pricing (as in _stein_products).
+_ROW_BLOCK = 256
 
 
 @nb.njit(cache=True, parallel=True)
@@ -80,13 +69,61 @@ def _price_factor(F, support, z, k, out):
         out[i] = total
 
 
-@nb.njit(cache=True)
-def _cross(mode, K, F, support, k, j, out):
-    """out[t] = K[support[t], j] for t < k."""
-    if mode == 0:
-        row = K[j]
+@nb.njit(cache=True, inline="always")
+def _pair(X, S, a, isotropic, c2, beta, trace_a, i, j):
+    """k_p(x_i, x_j) from kernel coordinates X, S (N, d) (the formula of _kernels)."""
+    qdist = 0.0
+    a2dist = 0.0
+    uads = 0.0
+    ss = 0.0
+    for m in range(X.shape[1]):
+        am = a[0] if isotropic else a[m]
+        u = X[i, m] - X[j, m]
+        au = am * u
+        qdist += au * u
+        a2dist += au * au
+        uads += au * (S[i, m] - S[j, m])
+        ss += S[i, m] * S[j, m]
+    inv_q = 1.0 / (c2 + qdist)
+    q_beta = np.sqrt(inv_q) if beta == -0.5 else (c2 + qdist) ** beta
+    return stein_combine(q_beta, inv_q, a2dist, uads, ss, -4.0 * beta * (beta - 1.0),
+                         -2.0 * beta, trace_a)
+
+
+@nb.njit(cache=True, parallel=True)
+def _price_matrix_free(draws_t, scores_t, a, isotropic, c2, beta, trace_a, scale, support,
+                       z, k, out):
+    """out[i] = sum_t z[t] k_p(x_support[t], x_i) / scale, tiled like kernel_rows."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_chunks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
+    for chunk in nb.prange(n_chunks):
+        qdist = np.empty(_ROW_BLOCK)
+        a2dist = np.empty(_ROW_BLOCK)
+        uads = np.empty(_ROW_BLOCK)
+        ss = np.empty(_ROW_BLOCK)
+        values = np.empty(_ROW_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        j0 = chunk * _ROW_BLOCK
+        nj = min(_ROW_BLOCK, n - j0)
+        for m in range(nj):
+            out[j0 + m] = 0.0
         for t in range(k):
-            out[t] = row[support[t]]
+            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, support[t], j0,
+                       nj, x_i, s_i, qdist, a2dist, uads, ss, values)
+            weight = z[t] / scale
+            for m in range(nj):
+                out[j0 + m] += weight * values[m]
+
+
+@nb.njit(cache=True)
+def _cross(mode, F, kp, support, k, j, out):
+    """out[t] = K[support[t], j] for t < k."""
+    if mode == 2:
+        draws_t, scores_t, a, isotropic, c2, beta, trace_a, X, S, scale = kp
+        for t in range(k):
+            out[t] = _pair(X, S, a, isotropic, c2, beta, trace_a, support[t], j) / scale
     else:
         r = F.shape[1]
         fj = F[j]
@@ -99,9 +136,9 @@ def _cross(mode, K, F, support, k, j, out):
 
 
 @nb.njit(cache=True)
-def _price_one(mode, K, F, support, z, k, j, scratch):
+def _price_one(mode, F, kp, support, z, k, j, scratch):
     """sum_t z[t] K[support[t], j]."""
-    _cross(mode, K, F, support, k, j, scratch)
+    _cross(mode, F, kp, support, k, j, scratch)
     total = 0.0
     for t in range(k):
         total += z[t] * scratch[t]
@@ -187,9 +224,10 @@ def _forward_block(L, k, rhs, out):
 
 
 @nb.njit(cache=True)
-def _kernel_value(mode, K, F, i, j):
-    if mode == 0:
-        return K[i, j]
+def _kernel_value(mode, F, kp, i, j):
+    if mode == 2:
+        draws_t, scores_t, a, isotropic, c2, beta, trace_a, X, S, scale = kp
+        return _pair(X, S, a, isotropic, c2, beta, trace_a, i, j) / scale
     total = 0.0
     for m in range(F.shape[1]):
         total += F[i, m] * F[j, m]
@@ -208,20 +246,25 @@ def _remove(L, k, t, support, z, in_support, work):
 
 
 @nb.njit(cache=True)
-def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
+def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
+                  max_support):
     """Lawson-Hanson on the NNLS form of min w^T K w over the simplex.
 
     Parameters
     ----------
-    mode : int, 0 (dense ``K``) or 1 (factor ``F``, K ~ F F^T)
-    K : float64 (N, N) or a dummy (1, 1)
+    mode : int, 1 (factor ``F``, K ~ F F^T) or 2 (matrix-free, kernel values on demand)
     F : float64 (N, r) or a dummy (1, 1)
+    kp : tuple, the kernel for mode 2: (draws_t, scores_t, a, isotropic, c2, beta,
+        trace_a, X, S, scale) as in ``_stein_products`` plus X, S (N, d) the kernel
+        coordinates row-major and the scale K = K_p / scale (``matrix_free_kernel``)
     diagonal : float64 (N,), K_ii (of the representation used)
     tol, floor : stop when every dual r_i <= (tol * f + floor) / 4, f = 1 / sum(u) - 1
         the current objective (2 r_i ~ f - (K w)_i: half the Wolfe gap; the margin of
         2 leaves room for the rounding of the caller's exact certificate)
     max_iter : int, additions of a point
     n_candidates : int, points repriced between full pricings
+    max_support : int, stop (not converged) rather than let the support's factor grow
+        beyond this many points (8 max_support^2 bytes)
 
     Returns
     -------
@@ -258,10 +301,12 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
     while iterations < max_iter:
         # Full pricing (all duals), then candidates = the most violating points.
         if k > 0:
-            if mode == 0:
-                _price_dense(K, support, z, k, priced)
-            else:
+            if mode == 1:
                 _price_factor(F, support, z, k, priced)
+            else:
+                draws_t, scores_t, a, isotropic, c2, beta, trace_a, X, S, scale = kp
+                _price_matrix_free(draws_t, scores_t, a, isotropic, c2, beta, trace_a, scale,
+                                   support, z, k, priced)
             for i in range(n):
                 dual[i] = 1.0 - priced[i] - sum_z
         f = 1.0 / sum_z - 1.0 if sum_z > 0.0 else np.inf
@@ -306,6 +351,8 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
                 block[b] = ranked[b]
             if size == 0:
                 break
+            if k + size > max_support:
+                return _scatter(support, z, k, n), iterations, False, max_dual
             if k + size > cap:
                 new_cap = min(n, max(2 * cap, k + size))
                 grown = np.zeros((new_cap, new_cap))
@@ -317,7 +364,7 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
             # Columns of G = K + 1 1^T for the block against the support: one pass over L.
             rhs = np.empty((k, size))
             for b in range(size):
-                _cross(mode, K, F, support, k, block[b], column)
+                _cross(mode, F, kp, support, k, block[b], column)
                 for t in range(k):
                     rhs[t, b] = column[t] + 1.0
             solved = np.empty((k, size))
@@ -330,7 +377,7 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
                 for m in range(k_old):
                     row[m] = solved[m, b]
                 for a in range(k_old, t):
-                    value = _kernel_value(mode, K, F, j, support[a]) + 1.0
+                    value = _kernel_value(mode, F, kp, j, support[a]) + 1.0
                     other = L[a]
                     for m in range(a):
                         value -= row[m] * other[m]
@@ -421,11 +468,29 @@ def lawson_hanson(mode, K, F, diagonal, tol, floor, max_iter, n_candidates):
             for c in range(n_cand):
                 i = candidates[c]
                 if not in_support[i]:
-                    dual[i] = 1.0 - _price_one(mode, K, F, support, z, k, i, column) - sum_z
+                    dual[i] = 1.0 - _price_one(mode, F, kp, support, z, k, i, column) - sum_z
+    return _scatter(support, z, k, n), iterations, converged, max_dual
+
+
+@nb.njit(cache=True)
+def _scatter(support, z, k, n):
     u = np.zeros(n)
     for t in range(k):
         u[support[t]] = z[t]
-    return u, iterations, converged, max_dual
+    return u
+
+
+def matrix_free_kernel(points, scale):
+    """The ``kp`` tuple of ``lawson_hanson`` for a ``KernelPoints`` (mode 2)."""
+    X = np.ascontiguousarray(points.draws_t[0].T)
+    S = np.ascontiguousarray(points.scores_t[0].T)
+    return (*points.constants, X, S, float(scale))
+
+
+def dummy_kernel():
+    """A ``kp`` tuple of the right types for mode 1 (never read)."""
+    tiny = np.zeros((1, 1, 1))
+    return (tiny, tiny, np.ones(1), True, 1.0, -0.5, 1.0, np.zeros((1, 1)), np.zeros((1, 1)), 1.0)
 
 
 def pivoted_cholesky(rows, diagonal, max_rank, tol):

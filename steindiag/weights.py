@@ -17,7 +17,12 @@ import numpy as np
 import xarray as xr
 
 from steindiag import _stein_products
-from steindiag._active_set import lawson_hanson, pivoted_cholesky
+from steindiag._active_set import (
+    dummy_kernel,
+    lawson_hanson,
+    matrix_free_kernel,
+    pivoted_cholesky,
+)
 from steindiag._ksd import _is_labelled, kernel_attrs, prepare_input
 from steindiag._progress import make_progress
 from steindiag._preconditioner import make_preconditioner
@@ -31,17 +36,15 @@ __all__ = ["stein_weights", "weighted_summary", "SteinWeightsError"]
 # and pairwise Frank-Wolfe above it (the optimum is dense there, which makes the
 # active set cost O(N^3)).
 _LOW_D = 3
-# Bytes per entry of K_p the dense paths hold at their peak. Active set: K_p and the
-# Cholesky factor of the support's Gram matrix (at most N x N). piqp: K_p and its own
-# copy, KKT matrix and factor (measured: about 2-3 copies of P).
-_ACTIVE_SET_BYTES_PER_ENTRY = 16
+# Bytes per entry of K_p the dense paths hold at their peak. Active set: the Cholesky
+# factor of the support's Gram matrix (at most N x N). piqp: K_p and its own copy, KKT
+# matrix and factor (measured: about 2-3 copies of P).
+_ACTIVE_SET_BYTES_PER_ENTRY = 8
 _DENSE_BYTES_PER_ENTRY = 32
 # Active set: a low-rank factor K_p ~ F F^T is tried first with at most this many
 # columns (cheap: O(N r^2)); when K_p is not numerically of that rank, the dense K_p
-# is used if it fits in memory, else a factor of at most _FACTOR_MAX_RANK columns
-# within a quarter of the memory limit (then the certificate includes the truncation).
+# is used if it fits in memory, else K_p is evaluated on demand (matrix-free).
 _FACTOR_FIRST_RANK = 256
-_FACTOR_MAX_RANK = 4096
 # Rounding floor of the certificate: the duality gap computed from K_p w in float64 is
 # only known to about this many eps * sqrt(N) * max_i k_p(x_i, x_i).
 _FLOOR_EPS = 64.0
@@ -97,17 +100,15 @@ def _product(points, weights):
     return gradient
 
 
-def _certify(points, weights, lower=-np.inf):
+def _certify(points, weights):
     """KSD^2(w), a certified bound on f(w) - f*, and K_p w, from one exact product.
 
     For any w on the simplex and g = K_p w, f* >= 2 min_i g_i - f(w) (Wolfe dual of the
-    QP); ``lower`` is another known lower bound on f* (e.g. from a low-rank factor).
-    The bound does not trust the solver.
+    QP). The bound does not trust the solver.
     """
     gradient = _product(points, weights)
     objective = float(weights @ gradient)
-    bound = max(2.0 * float(gradient.min()) - objective, lower)
-    gap = max(objective - bound, 0.0)
+    gap = max(2.0 * (objective - float(gradient.min())), 0.0)
     return objective, gap, gradient
 
 
@@ -130,7 +131,6 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
     diagonal = points.diagonal / scale
     floor = _rounding_floor(points)
     rank_tol = 0.25 * floor / scale
-    limit = _available_memory() if memory_limit is None else memory_limit
 
     def rows(index):
         out = points.rows(index)
@@ -138,48 +138,38 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
         return out
 
     dummy = np.zeros((1, 1))
+    kernel = dummy_kernel()
     factor, residual = pivoted_cholesky(rows, diagonal, min(n, _FACTOR_FIRST_RANK), rank_tol)
-    truncated = residual.max() > rank_tol
-    if truncated and _ACTIVE_SET_BYTES_PER_ENTRY * n * n <= limit:
-        representation = "dense K_p"
-        del factor
-        matrix = points.matrix()
-        matrix /= scale
-        mode, K, F, gram_diagonal = 0, matrix, dummy, diagonal
-        truncated = False
-    else:
-        if truncated:
-            max_rank = int(min(n, _FACTOR_MAX_RANK, 0.25 * limit // (8 * n)))
-            if max_rank > factor.shape[1]:
-                factor, residual = pivoted_cholesky(rows, diagonal, max_rank, rank_tol)
-                truncated = residual.max() > rank_tol
+    if residual.max() <= rank_tol:
         representation = f"pivoted Cholesky factor of rank {factor.shape[1]}"
-        mode, K, F = 1, dummy, np.ascontiguousarray(factor)
+        mode, F = 1, factor
         gram_diagonal = np.einsum("ij,ij->i", F, F)
+    else:
+        # Kernel values on demand: as fast as a stored K_p (measured at N = 10^4, d = 3:
+        # 63 s both), O(N d) memory plus the support's factor.
+        representation = "matrix-free K_p"
+        del factor
+        mode, F, gram_diagonal = 2, dummy, diagonal
+        kernel = matrix_free_kernel(points, scale)
     if max_iter is None:
         max_iter = 20 * n + 1000
+    limit = _available_memory() if memory_limit is None else memory_limit
+    max_support = int(min(n, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
     u, iterations, finished, _ = lawson_hanson(
-        mode, K, F, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
-        _CANDIDATES,
+        mode, F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
+        _CANDIDATES, max_support,
     )
-    del K
+    del F
     if not np.any(u > 0):
         raise SteinWeightsError("stein_weights: the active-set solver returned no weights.")
     weights = u / u.sum()
-    lower = -np.inf
-    if truncated:
-        # f* >= f_F* >= 2 min_i (F F^T w)_i - w^T F F^T w, since F F^T <= K_p.
-        projected = F.T @ weights
-        lower = scale * (2.0 * float((F @ projected).min()) - float(projected @ projected))
-    objective, gap, _ = _certify(points, weights, lower)
-    status = "solved" if finished else "max_iter"
+    objective, gap, _ = _certify(points, weights)
+    status = "solved" if finished else (
+        "max_iter" if iterations >= max_iter else "memory_limit")
     if not _met(gap, objective, tol, floor):
-        hint = (
-            " K_p has more numerical rank than the memory allows (a factor of rank "
-            f"{F.shape[1]}): thin the draws first (stein_thin), raise memory_limit, or "
-            "pass a larger tol." if truncated else
-            " Increase max_iter or pass a larger tol."
-        )
+        hint = (f" The support would need more than {max_support} draws (memory_limit): "
+                "thin the draws first (stein_thin)." if status == "memory_limit" else
+                " Increase max_iter or pass a larger tol.")
         raise SteinWeightsError(
             f"stein_weights: the active-set solver ({representation}) stopped after "
             f"{iterations} iterations ({status}) with a certified relative duality gap "
@@ -474,16 +464,16 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         ``"active-set"``: exact (Lawson-Hanson on an equivalent non-negative least
         squares problem). It works on a low-rank factor K_p ~ F F^T (pivoted
         Cholesky, 8 N r bytes) when K_p is numerically of low rank r (one parameter:
-        r ~ 100 at any N), else on the dense K_p (16 N^2 bytes at most: N = 10^4,
-        1.6 GB); beyond memory, on a truncated factor with the truncation in the
-        certificate. Fast when the optimal weights are sparse (few parameters).
+        r ~ 100 at any N), else matrix-free (kernel values on demand; O(N d) plus the
+        Cholesky factor of the support, 8 k^2 bytes for k draws with positive weight).
+        Fast when the optimal weights are sparse (few parameters).
         ``"frank-wolfe"``: matrix-free pairwise Frank-Wolfe; O(N d) memory, K_p is
         never stored; fast when K_p is well conditioned (d >= 4: 5-40 N iterations),
         very slow for d <= 3 and many draws. ``"dense"``: the interior-point solver
         piqp (optional extra ``steindiag[weights]``; 32 N^2 bytes; stalls when K_p is
         nearly singular). ``"auto"``: ``"active-set"`` for d <= 3, else
         ``"frank-wolfe"``, then ``"active-set"`` if Frank-Wolfe does not converge and
-        the matrix fits in ``memory_limit``. No optional dependency is needed.
+        an N x N factor fits in ``memory_limit``. No optional dependency is needed.
     per_chain : bool, default False
         Solve one problem per chain (weights sum to 1 within each chain) instead of
         one over all draws pooled (weights sum to 1 over all draws).
@@ -497,7 +487,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         Iteration limit (default: 20 N + 1000 active-set additions; 50 N + 10^4
         Frank-Wolfe iterations; 200 interior-point iterations).
     memory_limit : float, optional
-        Bytes the matrix-holding paths may use (default: the memory available now).
+        Bytes the matrix-holding paths may use (default: the memory available now):
+        piqp's matrices, and the active set's factor of the support.
     progress : bool or None, default None
         Progress bar for Frank-Wolfe (None: only when interactive and the solve is
         expected to be long). Ctrl-C stops Frank-Wolfe between segments of about 0.5 s.
@@ -541,9 +532,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
 
     Certificate: with g = K_p w, the Wolfe dual gives f* >= 2 min_i g_i - f(w), so
     ``duality_gap`` = 2 (f(w) - min_i g_i) bounds f(w) - f* whichever solver ran; it is
-    computed from an exact product, not from the solver's own records (for the
-    active set on a truncated factor F, f* >= f_F* gives a second bound, and the
-    smaller is reported).
+    computed from an exact product, not from the solver's own records.
 
     Active set: with K_p = Phi^T Phi, the non-negative least squares problem
     min ||Phi u||^2 + (1 - sum u)^2, u >= 0, has the solution u* = w* / (1 + f*).
@@ -559,8 +548,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     exact line search, keeping g = K_p w up to date with two kernel rows: 2 N kernel
     evaluations and O(N) memory per iteration.
 
-    Memory: ``"frank-wolfe"`` O(N d); ``"active-set"`` 8 N r (low-rank factor) or at
-    most 16 N^2 bytes (dense); ``"dense"`` about 32 N^2 bytes.
+    Memory: ``"frank-wolfe"`` O(N d); ``"active-set"`` 8 N r (low-rank factor of rank
+    r) or O(N d) + 8 k^2 (k the support size, at most N); ``"dense"`` about 32 N^2
+    bytes.
 
     References
     ----------
