@@ -306,6 +306,40 @@ def test_weights_reach_the_optimum_of_an_independent_solver(d, n):
     assert p @ K @ p == pytest.approx(f, rel=1e-9, abs=w.attrs["rounding_floor"])
 
 
+def test_active_set_factor_and_matrix_free_agree_with_the_reference():
+    # One parameter: K_p has an exact low-rank factor, so both representations of the
+    # active set apply; both must reach the exact optimum of tests/reference.py.
+    from steindiag._active_set import (
+        dummy_kernel,
+        lawson_hanson,
+        matrix_free_kernel,
+        pivoted_cholesky,
+    )
+
+    x, s = ula_samples(3, 2, 300, 0.5, np.eye(1))
+    pre = make_preconditioner("standardize", x.reshape(-1, 1), None)
+    points = _stein_products.KernelPoints(x.reshape(-1, 1), s.reshape(-1, 1), pre, 1.0, -0.5)
+    scale = points.diagonal.mean()
+    diagonal = points.diagonal / scale
+    floor = 1e-13
+    factor, residual = pivoted_cholesky(lambda i: points.rows(i) / scale, diagonal, 600, 1e-15)
+    assert residual.max() <= 1e-15  # numerically exact factor (rank << N)
+    values = []
+    for mode, F, kernel, diag in [
+        (1, factor, dummy_kernel(), np.einsum("ij,ij->i", factor, factor)),
+        (2, np.zeros((1, 1)), matrix_free_kernel(points, scale), diagonal),
+    ]:
+        u, _, converged, _ = lawson_hanson(mode, F, kernel, diag, 1e-8, floor, 10_000, 128, 600)
+        assert converged
+        w = u / u.sum()
+        values.append(w)
+    K = reference_matrix(x.reshape(-1, 1), s.reshape(-1, 1), "standardize") / scale
+    _, f_exact = simplex_qp_exact(K)
+    for w in values:
+        # Truth: the independent exact solver (eigh + SciPy NNLS) on the explicit matrix.
+        assert w @ K @ w == pytest.approx(f_exact, rel=1e-3, abs=1e-12)
+
+
 # -- properties -------------------------------------------------------------------------
 
 
