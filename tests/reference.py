@@ -1,6 +1,6 @@
 """Slow, obvious plain-NumPy reference for the IMQ Stein kernel and KSD.
 
-Written straight from ../shared/MATH.md (sections 2-3) with a full matrix A and an
+Written straight from the formulas of the docs' background page with a full matrix A and an
 explicit N x N kernel matrix, so that it shares nothing with the fast engine
 (no rotation, no tiling, no Gram-matrix tricks, no row sums). Use only for small N.
 """
@@ -11,7 +11,7 @@ from scipy.spatial.distance import pdist
 
 
 def imq_stein_kernel_matrix(x, sx, y, sy, A, c=1.0, beta=-0.5):
-    """k_p(x_i, y_j) for all i, j (MATH.md section 2), A = Lambda^{-1} a full matrix."""
+    """k_p(x_i, y_j) for all i, j (the background page), A = Lambda^{-1} a full matrix."""
     x, sx, y, sy, A = (np.asarray(v, dtype=np.float64) for v in (x, sx, y, sy, A))
     u = x[:, None, :] - y[None, :, :]  # (n, m, d)
     Au = u @ A  # A symmetric: (A u)^T = u^T A
@@ -109,7 +109,7 @@ def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5):
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-# -- MMD (MATH.md section 9) and bootstrap quadratic forms, the explicit-matrix way -------
+# -- MMD (the background page) and bootstrap quadratic forms, the explicit-matrix way -------
 
 
 def imq_base_kernel_matrix(x, y, A, c=1.0, beta=-0.5):

@@ -1,7 +1,8 @@
 """Tests of the Stein-kernel products, ``stein_weights`` and ``weighted_summary``.
 
-Sources of truth: the slow plain-NumPy kernel matrix in tests/reference.py (MATH.md
-section 2), closed forms (the equality-constrained QP optimum, the stationary variance
+Sources of truth: the slow plain-NumPy kernel matrix in tests/reference.py (the docs'
+background page), an exact QP solver written apart from steindiag (NumPy eigh + SciPy
+NNLS, tests/reference.py) and FISTA as an upper bound, closed forms (the equality-constrained QP optimum, the stationary variance
 of unadjusted Langevin on a Gaussian, E|mean|^2 = d / N for i.i.d. draws), published
 results (Liu & Lee 2017), NumPy's own weighted statistics, and ArviZ's labels.
 """
@@ -69,7 +70,7 @@ def test_products_match_reference_matrix(preconditioner, beta):
     K = reference_matrix(x, s, preconditioner, c, beta)
     w = rng.random(x.shape[0])
     scale = np.abs(K).max()
-    # Truth: the explicit N x N matrix of tests/reference.py (MATH.md section 2).
+    # Truth: the explicit N x N matrix of tests/reference.py (the docs' background page).
     np.testing.assert_allclose(points.matrix(), K, rtol=0, atol=1e-12 * scale)
     np.testing.assert_allclose(points.matvec(w), K @ w, rtol=0, atol=1e-12 * scale * w.sum())
     index = np.array([0, 17, 300])
