@@ -2,9 +2,9 @@
 
 Sources of truth: the slow plain-NumPy kernel matrix in tests/reference.py (the docs'
 background page), an exact QP solver written apart from steindiag (NumPy eigh + SciPy
-NNLS, tests/reference.py) and FISTA as an upper bound, closed forms (the equality-constrained QP optimum, the stationary variance
-of unadjusted Langevin on a Gaussian, E|mean|^2 = d / N for i.i.d. draws), published
-results (Liu & Lee 2017), NumPy's own weighted statistics, and ArviZ's labels.
+NNLS, tests/reference.py) and FISTA as an upper bound, closed forms (the
+equality-constrained QP optimum, the stationary variance of unadjusted Langevin on a
+Gaussian, E|mean|^2 = d / N for i.i.d. draws), published results (Liu & Lee 2017), NumPy's own weighted statistics, and ArviZ's labels.
 """
 
 import builtins
