@@ -45,6 +45,10 @@ _DENSE_BYTES_PER_ENTRY = 32
 # columns (cheap: O(N r^2)); when K_p is not numerically of that rank, the dense K_p
 # is used if it fits in memory, else K_p is evaluated on demand (matrix-free).
 _FACTOR_FIRST_RANK = 256
+# The active set stops (with an error) rather than grow its support beyond this many
+# draws: each step then costs O(k^2) on a k x k factor (measured: k = 5000 at N = 10^4,
+# d = 3 takes 60 s in all; the cost grows like k^3).
+_MAX_SUPPORT = 10_000
 # Rounding floor of the certificate: the duality gap computed from K_p w in float64 is
 # only known to about this many eps * sqrt(N) * max_i k_p(x_i, x_i).
 _FLOOR_EPS = 64.0
@@ -154,7 +158,7 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
     if max_iter is None:
         max_iter = 20 * n + 1000
     limit = _available_memory() if memory_limit is None else memory_limit
-    max_support = int(min(n, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
+    max_support = int(min(n, _MAX_SUPPORT, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
     u, iterations, finished, _ = lawson_hanson(
         mode, F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
         _CANDIDATES, max_support,
@@ -165,11 +169,12 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
     weights = u / u.sum()
     objective, gap, _ = _certify(points, weights)
     status = "solved" if finished else (
-        "max_iter" if iterations >= max_iter else "memory_limit")
+        "max_iter" if iterations >= max_iter else "support_limit")
     if not _met(gap, objective, tol, floor):
-        hint = (f" The support would need more than {max_support} draws (memory_limit): "
-                "thin the draws first (stein_thin)." if status == "memory_limit" else
-                " Increase max_iter or pass a larger tol.")
+        hint = (f" The optimal weights spread over more than {max_support} draws (the "
+                "limit set by time and memory_limit): thin the draws first (stein_thin, "
+                "e.g. to 5000 points) and weight the thinned sample."
+                if status == "support_limit" else " Increase max_iter or pass a larger tol.")
         raise SteinWeightsError(
             f"stein_weights: the active-set solver ({representation}) stopped after "
             f"{iterations} iterations ({status}) with a certified relative duality gap "
@@ -466,7 +471,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         Cholesky, 8 N r bytes) when K_p is numerically of low rank r (one parameter:
         r ~ 100 at any N), else matrix-free (kernel values on demand; O(N d) plus the
         Cholesky factor of the support, 8 k^2 bytes for k draws with positive weight).
-        Fast when the optimal weights are sparse (few parameters).
+        Fast when the optimal weights are sparse (few parameters); it stops with an
+        error (advising to thin first) if more than 10,000 draws would carry weight.
         ``"frank-wolfe"``: matrix-free pairwise Frank-Wolfe; O(N d) memory, K_p is
         never stored; fast when K_p is well conditioned (d >= 4: 5-40 N iterations),
         very slow for d <= 3 and many draws. ``"dense"``: the interior-point solver
