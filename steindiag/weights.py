@@ -9,7 +9,6 @@ piqp) -> the same optimality certificate for all -> labelled ``xarray.DataArray`
 import numbers
 import os
 import time
-import warnings
 from dataclasses import dataclass
 
 import numba
@@ -42,9 +41,10 @@ _LOW_D = 3
 _ACTIVE_SET_BYTES_PER_ENTRY = 8
 _DENSE_BYTES_PER_ENTRY = 32
 # Active set: a low-rank factor K_p ~ F F^T is tried first with at most this many
-# columns (cheap: O(N r^2)); when K_p is not numerically of that rank, the dense K_p
-# is used if it fits in memory, else K_p is evaluated on demand (matrix-free).
+# columns (cheap: O(N r^2)); when K_p is not numerically of that rank, K_p is evaluated
+# on demand (matrix-free). Points repriced between full pricings: _CANDIDATES.
 _FACTOR_FIRST_RANK = 256
+_CANDIDATES = 128
 # The active set stops (with an error) rather than grow its support beyond this many
 # draws: each step then costs O(k^2) on a k x k factor (measured: k = 5000 at N = 10^4,
 # d = 3 takes 60 s in all; the cost grows like k^3).
@@ -184,9 +184,6 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
     return _Solution(weights=weights, ksd2=objective, ksd2_uniform=np.nan, gap=gap,
                      floor=floor, iterations=int(iterations), converged=True,
                      status=f"{status} ({representation})")
-
-
-_CANDIDATES = 128
 
 
 def _import_piqp():
@@ -373,7 +370,7 @@ def _run_frank_wolfe(points, weights, gradient, tol, floor, budget, bar=None):
 
 _SOLVERS = {
     "active-set": (
-        "active set (Lawson-Hanson on the NNLS form, exact; low-rank factor or dense K_p)",
+        "active set (Lawson-Hanson on the NNLS form, exact; low-rank factor or matrix-free)",
         _solve_active_set,
     ),
     "frank-wolfe": (
