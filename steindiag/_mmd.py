@@ -7,7 +7,8 @@ Data flow: input -> draws (chain, draw, d) -> one preconditioner from all draws 
 contiguous blocks of draws ("units") -> one tiled pass
 ``_multi_products.base_kernel_unit_sums`` giving the kernel sums between every pair of
 units -> MMD^2 of every pair of chains (or of the two samples) and block-permutation
-p-values, both from the U x U sums alone -> labelled ``xarray.Dataset``.
+p-values, both from the U x U sums alone -> a labelled ``xarray.DataArray`` (the p-values
+as its ``pvalue`` coordinate).
 """
 
 import numbers
@@ -218,14 +219,21 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
 
     Returns
     -------
-    xarray.Dataset
-        Without ``other``: ``mmd2`` (chain, chain_other), the unbiased MMD^2 of every
-        pair of chains (symmetric, 0 on the diagonal); with ``n_permutations > 0``,
-        ``pvalue`` (chain, chain_other) (NaN on the diagonal).
-        With ``other``: ``mmd2`` () between all draws of ``data`` and all draws of
-        ``other`` (chains pooled), and ``pvalue`` ().
+    xarray.DataArray
+        Named ``mmd2``. Without ``other``: dims (``chain``, ``chain_other``), the
+        unbiased MMD^2 of every pair of chains (symmetric, 0 on the diagonal). With
+        ``other``: 0-d, the MMD^2 between all draws of ``data`` and all draws of
+        ``other`` (chains pooled).
+        With ``n_permutations > 0`` the p-values come along as the non-dimension
+        coordinate ``pvalue``, with the same dims (NaN on the diagonal), so
+        ``res.pvalue`` or ``res["pvalue"]`` reads them and selecting a pair
+        (``res.sel(chain=0, chain_other=2)``) keeps its p-value with it.
         ``attrs`` record the kernel, c, beta, the preconditioner, the sizes, the block
         length and the autocorrelation time it came from.
+
+        A DataArray rather than a Dataset because the result is one matrix: it can be
+        indexed, compared and plotted as such (``res > 0.1``, ``res.max()``), while
+        the p-values, which only qualify its entries, follow every selection.
 
     Warns
     -----
@@ -276,9 +284,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     >>> x = rng.standard_normal((3, 300, 2))
     >>> x[2] += 3.0                                   # chain 2 sits elsewhere
     >>> res = steindiag.mmd(x, n_permutations=200, rng=1)
-    >>> res["mmd2"].dims
+    >>> res.dims
     ('chain', 'chain_other')
-    >>> bool(res["pvalue"][0, 2] < 0.01), bool(res["pvalue"][0, 1] > 0.01)
+    >>> bool(res.pvalue[0, 2] < 0.01), bool(res.pvalue[0, 1] > 0.01)
     (True, True)
     """
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
@@ -366,23 +374,23 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         split = np.zeros((1, G.shape[0]), dtype=bool)
         split[0, :n_x_units] = True
         counts = np.outer(sizes, sizes) - np.diag(sizes)
-        data_vars = {"mmd2": ((), _split_statistic(G, counts, split)[0],
-                              {"long_name": "unbiased MMD^2 between data and other"})}
-        if n_permutations:
-            data_vars["pvalue"] = ((), _permutation_pvalue(test_sums, test_counts, n_x_units,
-                                                           n_permutations, rng),
-                                   {"long_name": "block-permutation p-value"})
         attrs.update({"n_draw_data": n_chain * n_draw,
                       "n_draw_other": int(samples[1].shape[0] * samples[1].shape[1])})
-        return xr.Dataset(data_vars, attrs=attrs)
+        coords = {}
+        if n_permutations:
+            coords["pvalue"] = ((), _permutation_pvalue(test_sums, test_counts, n_x_units,
+                                                        n_permutations, rng),
+                                {"long_name": "block-permutation p-value"})
+        return xr.DataArray(_split_statistic(G, counts, split)[0], coords=coords, name="mmd2",
+                            attrs={"long_name": "unbiased MMD^2 between data and other",
+                                   **attrs})
 
     n_blocks = blocks_per_chain[0]
     chain_sums = G.reshape(n_chain, n_blocks, n_chain, n_blocks).sum(axis=(1, 3))
     diag = np.diag(chain_sums)
     mmd2 = _mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
     np.fill_diagonal(mmd2, 0.0)
-    data_vars = {"mmd2": (("chain", "chain_other"), mmd2,
-                          {"long_name": "unbiased MMD^2 between chains"})}
+    coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
     if n_permutations:
         pvalue = np.full((n_chain, n_chain), np.nan)
         for i in range(n_chain):
@@ -391,8 +399,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                 pvalue[i, j] = pvalue[j, i] = _permutation_pvalue(
                     test_sums[np.ix_(index, index)], test_counts[np.ix_(index, index)],
                     n_blocks, n_permutations, rng)
-        data_vars["pvalue"] = (("chain", "chain_other"), pvalue,
-                               {"long_name": "block-permutation p-value between chains"})
+        coords["pvalue"] = (("chain", "chain_other"), pvalue,
+                            {"long_name": "block-permutation p-value between chains"})
     attrs.update({"n_chain": n_chain, "n_draw": n_draw})
-    coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
-    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    return xr.DataArray(mmd2, dims=("chain", "chain_other"), coords=coords, name="mmd2",
+                        attrs={"long_name": "unbiased MMD^2 between chains", **attrs})

@@ -78,10 +78,13 @@ def test_chain_matrix_matches_reference(preconditioner, beta):
         for j in range(3):
             expected = 0.0 if i == j else mmd2_u(z[i], z[j], A, c, beta)
             # Truth: the explicit-matrix MMD^2_U of tests/reference.py.
-            np.testing.assert_allclose(res["mmd2"].values[i, j], expected, rtol=1e-10,
+            np.testing.assert_allclose(res.values[i, j], expected, rtol=1e-10,
                                        atol=1e-14)
-    assert res["mmd2"].dims == ("chain", "chain_other")
-    assert "pvalue" not in res
+    # Truth: the documented output, a (chain, chain_other) DataArray named "mmd2", with no
+    # p-value coordinate when no permutations were run.
+    assert isinstance(res, xr.DataArray) and res.name == "mmd2"
+    assert res.dims == ("chain", "chain_other")
+    assert "pvalue" not in res.coords
 
 
 def test_two_samples_match_reference():
@@ -93,7 +96,7 @@ def test_two_samples_match_reference():
                                        "med")
     # Truth: MMD^2_U between all draws of x and all draws of y, chains pooled, with Lambda
     # from all draws of both (tests/reference.py).
-    np.testing.assert_allclose(float(res["mmd2"]),
+    np.testing.assert_allclose(float(res),
                                mmd2_u(x.reshape(-1, 3), y.reshape(-1, 3), A), rtol=1e-10)
 
 
@@ -110,6 +113,10 @@ def test_two_sample_permutation_test():
     assert float(res_same["pvalue"]) > 0.01
     assert float(res_shift["pvalue"]) < 0.01
     assert res_shift.attrs["n_draw_data"] == 600 and res_shift.attrs["n_draw_other"] == 600
+    # Truth: the documented output with other=, a 0-d DataArray with a scalar p-value
+    # coordinate.
+    assert res_shift.dims == () and res_shift.name == "mmd2"
+    assert res_shift.coords["pvalue"].dims == ()
 
 
 def test_unit_sums_match_reference():
@@ -157,6 +164,13 @@ def test_permutation_pvalue_matches_explicit_recomputation():
     # Truth: (1 + #{permuted >= observed}) / (1 + B) from the explicit matrix.
     assert res["pvalue"].values[0, 1] == pytest.approx(expected)
     assert res.attrs["block_length"] == block
+    # Truth: the documented layout, p-values as a (chain, chain_other) coordinate,
+    # symmetric with NaN on the diagonal, that follows a selection of a pair.
+    assert res.coords["pvalue"].dims == ("chain", "chain_other")
+    assert res.pvalue.values[1, 0] == res.pvalue.values[0, 1]
+    assert np.isnan(res.pvalue.values[0, 0]) and np.isnan(res.pvalue.values[1, 1])
+    pair = res.sel(chain=0, chain_other=1)
+    assert float(pair.pvalue) == res.pvalue.values[0, 1] and float(pair) == res.values[0, 1]
 
 
 # -- what it is for ------------------------------------------------------------------------
@@ -188,7 +202,7 @@ def test_chains_in_different_modes_ksd_blind_mmd_flags():
     # IMQ kernel separates (Gretton et al. 2012); every permutation mixes blocks of both
     # modes, so the observed statistic exceeds all 200: p = 1/201.
     assert res["pvalue"].values[0, 1] < 0.01
-    assert res["mmd2"].values[0, 1] > 0.1
+    assert res.values[0, 1] > 0.1
 
 
 def test_healthy_chains_have_uniform_pvalues():
@@ -237,9 +251,9 @@ def test_labels_attrs_and_chain_order():
     order = [2, 0, 1]
     swapped = steindiag.mmd(x[order])
     # Truth: MMD^2 of a pair does not depend on the order of the chains (symmetry).
-    np.testing.assert_allclose(swapped["mmd2"].values,
-                               res["mmd2"].values[np.ix_(order, order)], rtol=1e-12)
-    np.testing.assert_allclose(res["mmd2"].values, res["mmd2"].values.T, rtol=0, atol=0)
+    np.testing.assert_allclose(swapped.values,
+                               res.values[np.ix_(order, order)], rtol=1e-12)
+    np.testing.assert_allclose(res.values, res.values.T, rtol=0, atol=0)
 
 
 def test_same_seed_same_pvalues():
@@ -298,17 +312,20 @@ def test_plot_mmd_draws_the_values():
     ax = fig.axes[0]
     images = [im for im in ax.get_images() if im.get_gid() == "mmd2"]
     # Truth: the image holds the Dataset's values unchanged.
-    np.testing.assert_array_equal(images[0].get_array(), res["mmd2"].values)
+    np.testing.assert_array_equal(images[0].get_array(), res.values)
     flagged = {p.get_gid() for p in ax.patches}
     expected = {f"flag[{i},{j}]" for i in range(4) for j in range(4)
                 if i != j and res["pvalue"].values[i, j] < 0.05}
     # Truth: exactly the pairs with p < alpha are outlined.
     assert flagged == expected and "flag[0,3]" in flagged
     labels = {t.get_gid(): t.get_text() for t in ax.texts}
-    assert labels["label[0,3]"].startswith(f"{res['mmd2'].values[0, 3]:.2g}")
-    # The DataArray alone is accepted too (no p-values, no flags).
-    fig2 = steindiag.plot_mmd(res["mmd2"], annotate=False)
+    assert labels["label[0,3]"].startswith(f"{res.values[0, 3]:.2g}")
+    # Without the p-value coordinate: no p-values, no flags.
+    fig2 = steindiag.plot_mmd(res.drop_vars("pvalue"), annotate=False)
     assert not fig2.axes[0].patches and not fig2.axes[0].texts
+    # A result saved as a Dataset and read back draws the same flags.
+    fig3 = steindiag.plot_mmd(res.to_dataset(), alpha=0.05)
+    assert {p.get_gid() for p in fig3.axes[0].patches} == expected
 
 
 def test_plot_mmd_rejects_other_input():
@@ -342,11 +359,11 @@ def test_model_compares_unconstrained_draws():
     unconstrained = np.stack([mu, np.log(sigma)], axis=-1)
     # Truth: with model=, draws are the value variables (sigma_log__ = log sigma), and the
     # explicit-matrix MMD^2_U of tests/reference.py on them.
-    np.testing.assert_allclose(res["mmd2"].values[0, 1],
+    np.testing.assert_allclose(res.values[0, 1],
                                mmd2_u(unconstrained[0], unconstrained[1], np.eye(2)), rtol=1e-10)
     assert res.attrs["parameters"] == ["mu", "sigma_log__"]
     plain = steindiag.mmd(posterior, preconditioner="identity")
     # Truth: without a model the stored (constrained) values are compared.
-    np.testing.assert_allclose(plain["mmd2"].values[0, 1],
+    np.testing.assert_allclose(plain.values[0, 1],
                                mmd2_u(np.stack([mu[0], sigma[0]], -1),
                                       np.stack([mu[1], sigma[1]], -1), np.eye(2)), rtol=1e-10)
