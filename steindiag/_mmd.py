@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._autocorrelation import integrated_autocorrelation_time
-from steindiag._ksd import prepare_input
+from steindiag._ksd import _is_labelled, prepare_input
 from steindiag._multi_products import base_kernel_unit_sums
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args, check_rng
@@ -76,6 +76,21 @@ def _prepare_draws(data, model, name, group, var_names, coords, sample_dims):
         if name == "data":
             raise
         raise type(err)(f"other: {err}") from err
+
+
+def _match_parameters(prepared, prepared_other, both_labelled):
+    """other's draws with their columns in data's parameter order (traces: by name)."""
+    names, other_names = list(prepared.parameter), list(prepared_other.parameter)
+    if not both_labelled or other_names == names:
+        return prepared_other.draws
+    if sorted(other_names) != sorted(names):
+        missing = [p for p in names if p not in other_names]
+        extra = [p for p in other_names if p not in names]
+        raise ValueError(
+            "other must hold the same parameters as data (traces are matched by name); "
+            f"data has {names}, other lacks {missing} and has {extra} instead."
+        )
+    return prepared_other.draws[:, :, [other_names.index(p) for p in names]]
 
 
 def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
@@ -191,6 +206,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         trace (``pm.sample`` output, or its posterior Dataset).
     other : same kinds as ``data``, optional
         A second sample. Without it, every pair of chains of ``data`` is compared.
+        When both are traces, their parameters are matched by name (and must be the
+        same); otherwise by position.
     model : pymc.Model, optional
         With a trace: compare the draws in the model's unconstrained space (the value
         variables), the space of :func:`steindiag.ksd`. Without it, the trace's
@@ -303,7 +320,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                 f"other must have the same number of parameters as data ({d}); got "
                 f"{prepared_other.draws.shape[2]}."
             )
-        samples.append(prepared_other.draws)
+        samples.append(_match_parameters(prepared, prepared_other,
+                                         _is_labelled(data) and _is_labelled(other)))
     elif n_chain < 2:
         raise ValueError(
             "data has one chain: pass other= (a second sample), or data with at least 2 "

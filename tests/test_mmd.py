@@ -119,6 +119,24 @@ def test_two_sample_permutation_test():
     assert res_shift.coords["pvalue"].dims == ()
 
 
+def test_two_traces_are_matched_by_parameter_name():
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal((2, 80, 2)) * [1.0, 3.0]
+    y = rng.standard_normal((1, 90, 2)) * [1.0, 3.0] + [0.5, 0.0]
+    data = xr.Dataset({"a": (("chain", "draw"), x[..., 0]), "b": (("chain", "draw"), x[..., 1])})
+    # The same variables stored in the other order.
+    other = xr.Dataset({"b": (("chain", "draw"), y[..., 1]), "a": (("chain", "draw"), y[..., 0])})
+    res = steindiag.mmd(data, other, preconditioner="identity")
+    # Truth: MMD^2_U of tests/reference.py with the columns paired by name (a with a, b
+    # with b), not by position.
+    np.testing.assert_allclose(float(res), mmd2_u(x.reshape(-1, 2), y.reshape(-1, 2), np.eye(2)),
+                               rtol=1e-10)
+    assert res.attrs["parameters"] == ["a", "b"]
+    renamed = other.rename({"b": "c"})
+    with pytest.raises(ValueError, match=r"other lacks \['b'\] and has \['c'\]"):
+        steindiag.mmd(data, renamed)
+
+
 def test_unit_sums_match_reference():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((500, 2))
