@@ -405,6 +405,11 @@ def test_warns_when_the_sign_chain_barely_flips():
     # Truth: tau ~ 199 for rho = 0.99 (closed form), so 200 draws expect ~0.1 flips.
     with pytest.warns(UserWarning, match="unreliable"):
         steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=10, rng=0)
+    many = ar1(np.random.default_rng(10), 12, 200, 0.99)
+    # Truth: all 12 chains are warned about; the message names the first 10 only.
+    with pytest.warns(UserWarning, match=r"chains \[0, 1, .*, 9\] and 2 more have"):
+        steindiag.ksd_test(many, score=-many, bootstrap="wild", n_bootstrap=10, rng=0,
+                           pooled=False)
 
 
 @pytest.mark.parametrize(
