@@ -36,8 +36,9 @@ _MIN_BLOCKS = 10
 _MAX_AUTO_BLOCKS = 100
 # Permutations evaluated at a time (bounds the (chunk, units) temporaries).
 _PERMUTATION_CHUNK = 1024
-# Parts of the parallel pass (at least): a static partition, so the sums do not depend on
-# the number of threads.
+# Parts of the parallel pass: max(_PARTS, threads), each with its own U x U sums. The
+# partition of the rows into parts is static, so the sums are bitwise the same for any
+# number of threads up to _PARTS.
 _PARTS = 8
 
 
@@ -103,7 +104,8 @@ def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
     preconditioner : Preconditioner
     c, beta : float
 
-    O(N^2 d) time, O(N d + U^2) memory; the N x N kernel matrix is not stored.
+    O(N^2 d) time; O(N d + P U^2) memory for P = max(8, threads) parallel parts, each
+    with its own U x U sums (8 P U^2 bytes); the N x N kernel matrix is not stored.
     """
     draws_k, _ = preconditioner.to_kernel_coordinates(points, np.zeros_like(points))
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
@@ -220,7 +222,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         are permuted whole). ``"auto"``: 5 times the largest integrated autocorrelation
         time of any coordinate of any chain, rounded up, and at least 1/100 of the chain
         (so at most 100 blocks per chain). Use 1 for independent draws of a small
-        sample; the permutations cost O(n_permutations U^2) for U blocks.
+        sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
+        block sums take 8 P U^2 bytes (P = max(8, threads)), so U = N draws of 10,000
+        would need 6.4 GB.
     rng : int, numpy.random.Generator or None
         Source of the permutations (``numpy.random.default_rng(rng)``).
     c : float, default 1.0
@@ -281,12 +285,19 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     are autocorrelated, so the draws are cut into blocks of consecutive draws, long
     compared with the autocorrelation time, and whole blocks are permuted (as in the
     block bootstrap); each permutation keeps the number of blocks of each sample. The
-    p-value is (1 + #{permuted MMD^2 >= observed}) / (1 + n_permutations). All
+    p-value is (1 + #{permuted MMD^2 >= observed}) / (1 + n_permutations) (the observed
+    split counts as one of the permutations, so P(p <= alpha) <= alpha when the blocks
+    are exchangeable). Between C chains each of the C (C - 1) / 2 pairs has its own
+    test, with no correction for their number: with many chains, about alpha of the
+    pairs fall below alpha by chance; a chain that sampled something else shows small
+    p-values against every other chain. All
     permutations are computed from the U x U matrix of kernel sums between blocks, so
     they cost O(n_permutations U^2), not another pass over the draws.
 
     Cost: one pass over all pairs of draws, O(N^2 d) time for N draws in all; O(N d)
-    memory (plus U^2 for U blocks); the N x N kernel matrix is never stored.
+    memory, plus 8 P U^2 bytes for the sums between the U blocks (P = max(8, threads)
+    parallel parts; U is the number of chains without permutations, at most 100 per
+    chain with the automatic block length); the N x N kernel matrix is never stored.
 
     References
     ----------
