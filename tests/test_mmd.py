@@ -210,6 +210,38 @@ def test_permutation_pvalue_matches_explicit_recomputation():
     assert float(pair.pvalue) == res.pvalue.values[0, 1] and float(pair) == res.values[0, 1]
 
 
+def test_two_sample_pvalue_matches_explicit_recomputation():
+    rng = np.random.default_rng(20)
+    x = ar1(rng, 2, 60, 0.3)
+    y = ar1(rng, 1, 90, 0.3) + 0.2
+    block, n_perm = 6, 40
+    res = steindiag.mmd(x, y, n_permutations=n_perm, block_length=block, rng=9,
+                        preconditioner="identity")
+    # Independent recomputation from the explicit matrix, as for chains: units are the
+    # blocks of data's chains (10 each), then of other's chain (15); the statistic keeps
+    # the pairs that are neither in one block nor in adjacent blocks of one chain (other's
+    # chain counts as a chain of its own), and each permutation draws 20 of the 35 units
+    # for the first sample (the same generator calls).
+    pooled = np.concatenate([x.reshape(-1, 1), y.reshape(-1, 1)])
+    K = imq_base_kernel_matrix(pooled, pooled, np.eye(1))
+    unit = np.repeat(np.arange(35), block)
+    chain = np.repeat([0, 1, 2], [60, 60, 90])
+    far = ~((chain[:, None] == chain[None, :]) & (np.abs(unit[:, None] - unit[None, :]) <= 1))
+
+    def statistic(in_x_unit):
+        in_x = in_x_unit[unit]
+
+        def mean(a, b):
+            return K[far & a[:, None] & b[None, :]].mean()
+        return mean(in_x, in_x) + mean(~in_x, ~in_x) - 2 * mean(in_x, ~in_x)
+
+    observed = statistic(np.arange(35) < 20)
+    order = np.argsort(np.random.default_rng(9).random((n_perm, 35)), axis=1)
+    permuted = np.array([statistic(row < 20) for row in order])
+    # Truth: (1 + #{permuted >= observed}) / (1 + B) from the explicit matrix.
+    assert float(res.pvalue) == pytest.approx((1 + np.sum(permuted >= observed)) / (1 + n_perm))
+
+
 # -- what it is for ------------------------------------------------------------------------
 
 
