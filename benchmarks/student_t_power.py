@@ -17,7 +17,9 @@ probability a: 0.1 for thinned chains, 0.02 ("suitable") or 0.5 ("unsuitable", i
 independent signs) for unthinned ones; 100 chains per nu. The paper shows the p-values as
 box plots against nu; the rejection rates at alpha = 0.05 below are computed from the
 authors' stored p-values (``tstudent/results_thinning.npy``, ``results_good.npy``,
-``results_bad.npy``, plotted by ``tstudent/plot_mcmc_student.py``).
+``results_bad.npy``, plotted by ``tstudent/plot_mcmc_student.py``). The settings above
+are read from that script, which now lists nu = 1, 3, 6, 9, 11, inf: the stored results
+(nu = 1, 5, 10, inf) come from an earlier version of it, whose other settings may differ.
 
 What differs here, because steindiag's API does not offer it:
 
