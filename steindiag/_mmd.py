@@ -7,7 +7,8 @@ Data flow: input -> draws (chain, draw, d) -> one preconditioner from all draws 
 contiguous blocks of draws ("units") -> one tiled pass
 ``_multi_products.base_kernel_unit_sums`` giving the kernel sums between every pair of
 units -> MMD^2 of every pair of chains (or of the two samples) and block-permutation
-p-values, both from the U x U sums alone -> labelled ``xarray.Dataset``.
+p-values, both from the U x U sums alone -> a labelled ``xarray.DataArray`` (the p-values
+as its ``pvalue`` coordinate).
 """
 
 import numbers
@@ -18,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._autocorrelation import integrated_autocorrelation_time
-from steindiag._ksd import prepare_input
+from steindiag._ksd import _is_labelled, prepare_input
 from steindiag._multi_products import base_kernel_unit_sums
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args, check_rng
@@ -35,8 +36,9 @@ _MIN_BLOCKS = 10
 _MAX_AUTO_BLOCKS = 100
 # Permutations evaluated at a time (bounds the (chunk, units) temporaries).
 _PERMUTATION_CHUNK = 1024
-# Parts of the parallel pass (at least): a static partition, so the sums do not depend on
-# the number of threads.
+# Parts of the parallel pass: max(_PARTS, threads), each with its own U x U sums. The
+# partition of the rows into parts is static, so the sums are bitwise the same for any
+# number of threads up to _PARTS.
 _PARTS = 8
 
 
@@ -77,6 +79,21 @@ def _prepare_draws(data, model, name, group, var_names, coords, sample_dims):
         raise type(err)(f"other: {err}") from err
 
 
+def _match_parameters(prepared, prepared_other, both_labelled):
+    """other's draws with their columns in data's parameter order (traces: by name)."""
+    names, other_names = list(prepared.parameter), list(prepared_other.parameter)
+    if not both_labelled or other_names == names:
+        return prepared_other.draws
+    if sorted(other_names) != sorted(names):
+        missing = [p for p in names if p not in other_names]
+        extra = [p for p in other_names if p not in names]
+        raise ValueError(
+            "other must hold the same parameters as data (traces are matched by name); "
+            f"data has {names}, other lacks {missing} and has {extra} instead."
+        )
+    return prepared_other.draws[:, :, [other_names.index(p) for p in names]]
+
+
 def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
     """G[u, v] = sum of k(x_i, x_j) over i in unit u, j in unit v, i != j; (U, U) symmetric.
 
@@ -87,7 +104,8 @@ def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
     preconditioner : Preconditioner
     c, beta : float
 
-    O(N^2 d) time, O(N d + U^2) memory; the N x N kernel matrix is not stored.
+    O(N^2 d) time; O(N d + P U^2) memory for P = max(8, threads) parallel parts, each
+    with its own U x U sums (8 P U^2 bytes); the N x N kernel matrix is not stored.
     """
     draws_k, _ = preconditioner.to_kernel_coordinates(points, np.zeros_like(points))
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
@@ -190,6 +208,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         trace (``pm.sample`` output, or its posterior Dataset).
     other : same kinds as ``data``, optional
         A second sample. Without it, every pair of chains of ``data`` is compared.
+        When both are traces, their parameters are matched by name (and must be the
+        same); otherwise by position.
     model : pymc.Model, optional
         With a trace: compare the draws in the model's unconstrained space (the value
         variables), the space of :func:`steindiag.ksd`. Without it, the trace's
@@ -202,7 +222,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         are permuted whole). ``"auto"``: 5 times the largest integrated autocorrelation
         time of any coordinate of any chain, rounded up, and at least 1/100 of the chain
         (so at most 100 blocks per chain). Use 1 for independent draws of a small
-        sample; the permutations cost O(n_permutations U^2) for U blocks.
+        sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
+        block sums take 8 P U^2 bytes (P = max(8, threads)), so U = N draws of 10,000
+        would need 6.4 GB.
     rng : int, numpy.random.Generator or None
         Source of the permutations (``numpy.random.default_rng(rng)``).
     c : float, default 1.0
@@ -218,14 +240,21 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
 
     Returns
     -------
-    xarray.Dataset
-        Without ``other``: ``mmd2`` (chain, chain_other), the unbiased MMD^2 of every
-        pair of chains (symmetric, 0 on the diagonal); with ``n_permutations > 0``,
-        ``pvalue`` (chain, chain_other) (NaN on the diagonal).
-        With ``other``: ``mmd2`` () between all draws of ``data`` and all draws of
-        ``other`` (chains pooled), and ``pvalue`` ().
+    xarray.DataArray
+        Named ``mmd2``. Without ``other``: dims (``chain``, ``chain_other``), the
+        unbiased MMD^2 of every pair of chains (symmetric, 0 on the diagonal). With
+        ``other``: 0-d, the MMD^2 between all draws of ``data`` and all draws of
+        ``other`` (chains pooled).
+        With ``n_permutations > 0`` the p-values come along as the non-dimension
+        coordinate ``pvalue``, with the same dims (NaN on the diagonal), so
+        ``res.pvalue`` or ``res["pvalue"]`` reads them and selecting a pair
+        (``res.sel(chain=0, chain_other=2)``) keeps its p-value with it.
         ``attrs`` record the kernel, c, beta, the preconditioner, the sizes, the block
         length and the autocorrelation time it came from.
+
+        A DataArray rather than a Dataset because the result is one matrix: it can be
+        indexed, compared and plotted as such (``res > 0.1``, ``res.max()``), while
+        the p-values, which only qualify its entries, follow every selection.
 
     Warns
     -----
@@ -256,12 +285,19 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     are autocorrelated, so the draws are cut into blocks of consecutive draws, long
     compared with the autocorrelation time, and whole blocks are permuted (as in the
     block bootstrap); each permutation keeps the number of blocks of each sample. The
-    p-value is (1 + #{permuted MMD^2 >= observed}) / (1 + n_permutations). All
+    p-value is (1 + #{permuted MMD^2 >= observed}) / (1 + n_permutations) (the observed
+    split counts as one of the permutations, so P(p <= alpha) <= alpha when the blocks
+    are exchangeable). Between C chains each of the C (C - 1) / 2 pairs has its own
+    test, with no correction for their number: with many chains, about alpha of the
+    pairs fall below alpha by chance; a chain that sampled something else shows small
+    p-values against every other chain. All
     permutations are computed from the U x U matrix of kernel sums between blocks, so
     they cost O(n_permutations U^2), not another pass over the draws.
 
     Cost: one pass over all pairs of draws, O(N^2 d) time for N draws in all; O(N d)
-    memory (plus U^2 for U blocks); the N x N kernel matrix is never stored.
+    memory, plus 8 P U^2 bytes for the sums between the U blocks (P = max(8, threads)
+    parallel parts; U is the number of chains without permutations, at most 100 per
+    chain with the automatic block length); the N x N kernel matrix is never stored.
 
     References
     ----------
@@ -276,9 +312,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     >>> x = rng.standard_normal((3, 300, 2))
     >>> x[2] += 3.0                                   # chain 2 sits elsewhere
     >>> res = steindiag.mmd(x, n_permutations=200, rng=1)
-    >>> res["mmd2"].dims
+    >>> res.dims
     ('chain', 'chain_other')
-    >>> bool(res["pvalue"][0, 2] < 0.01), bool(res["pvalue"][0, 1] > 0.01)
+    >>> bool(res.pvalue[0, 2] < 0.01), bool(res.pvalue[0, 1] > 0.01)
     (True, True)
     """
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
@@ -295,7 +331,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                 f"other must have the same number of parameters as data ({d}); got "
                 f"{prepared_other.draws.shape[2]}."
             )
-        samples.append(prepared_other.draws)
+        samples.append(_match_parameters(prepared, prepared_other,
+                                         _is_labelled(data) and _is_labelled(other)))
     elif n_chain < 2:
         raise ValueError(
             "data has one chain: pass other= (a second sample), or data with at least 2 "
@@ -366,23 +403,23 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         split = np.zeros((1, G.shape[0]), dtype=bool)
         split[0, :n_x_units] = True
         counts = np.outer(sizes, sizes) - np.diag(sizes)
-        data_vars = {"mmd2": ((), _split_statistic(G, counts, split)[0],
-                              {"long_name": "unbiased MMD^2 between data and other"})}
-        if n_permutations:
-            data_vars["pvalue"] = ((), _permutation_pvalue(test_sums, test_counts, n_x_units,
-                                                           n_permutations, rng),
-                                   {"long_name": "block-permutation p-value"})
         attrs.update({"n_draw_data": n_chain * n_draw,
                       "n_draw_other": int(samples[1].shape[0] * samples[1].shape[1])})
-        return xr.Dataset(data_vars, attrs=attrs)
+        coords = {}
+        if n_permutations:
+            coords["pvalue"] = ((), _permutation_pvalue(test_sums, test_counts, n_x_units,
+                                                        n_permutations, rng),
+                                {"long_name": "block-permutation p-value"})
+        return xr.DataArray(_split_statistic(G, counts, split)[0], coords=coords, name="mmd2",
+                            attrs={"long_name": "unbiased MMD^2 between data and other",
+                                   **attrs})
 
     n_blocks = blocks_per_chain[0]
     chain_sums = G.reshape(n_chain, n_blocks, n_chain, n_blocks).sum(axis=(1, 3))
     diag = np.diag(chain_sums)
     mmd2 = _mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
     np.fill_diagonal(mmd2, 0.0)
-    data_vars = {"mmd2": (("chain", "chain_other"), mmd2,
-                          {"long_name": "unbiased MMD^2 between chains"})}
+    coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
     if n_permutations:
         pvalue = np.full((n_chain, n_chain), np.nan)
         for i in range(n_chain):
@@ -391,8 +428,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                 pvalue[i, j] = pvalue[j, i] = _permutation_pvalue(
                     test_sums[np.ix_(index, index)], test_counts[np.ix_(index, index)],
                     n_blocks, n_permutations, rng)
-        data_vars["pvalue"] = (("chain", "chain_other"), pvalue,
-                               {"long_name": "block-permutation p-value between chains"})
+        coords["pvalue"] = (("chain", "chain_other"), pvalue,
+                            {"long_name": "block-permutation p-value between chains"})
     attrs.update({"n_chain": n_chain, "n_draw": n_draw})
-    coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
-    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    return xr.DataArray(mmd2, dims=("chain", "chain_other"), coords=coords, name="mmd2",
+                        attrs={"long_name": "unbiased MMD^2 between chains", **attrs})

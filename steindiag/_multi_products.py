@@ -240,7 +240,8 @@ def base_kernel_unit_sums(draws_t, a, isotropic, c2, beta, unit_start, partial):
     After the call, L = partial.sum(axis=0) holds, for u > v, L[u, v] = sum of
     k(x_i, x_j) over i in u, j in v, and L[u, u] = sum over pairs j < i inside u; so
     the full (symmetric, self-pairs excluded) sums are L + L^T. The partition of rows
-    into parts is static, so the result does not depend on the number of threads.
+    into parts is static and each part is summed by one thread, so for a given n_parts
+    the result does not depend on the number of threads.
     Memory: O(n_parts * U^2).
     """
     n = draws_t.shape[2]

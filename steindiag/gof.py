@@ -197,8 +197,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         ``"wild"``: for MCMC draws; each bootstrap weight vector is a +-1 sign chain
         that flips with probability a (chosen per chain from its autocorrelation, see
         Notes). ``"iid"``: independent Rademacher signs (a = 1/2), for independent
-        draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the bootstrap
-        of Liu, Lee & Jordan 2016), for independent draws. ``"auto"``: ``"iid"`` for a
+        draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the weights of
+        Liu, Lee & Jordan 2016, applied here to the V-statistic), for independent draws. ``"auto"``: ``"iid"`` for a
         2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
     n_bootstrap : int, default 1000
         Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B).
@@ -235,8 +235,14 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     docs), the statistic is N KSD^2_V = N^-1 1^T K_p 1 and the bootstrap statistics are
     N^-1 w_b^T K_p w_b, b = 1..B, the same V-statistic form with random weights w_b
     (diagonal included, so both sides are built the same way). The p-value is
-    (1 + #{{b : bootstrap_b >= statistic}}) / (1 + B), which is never 0 and gives a test
-    of exact level when the bootstrap statistics and the statistic are exchangeable.
+    (1 + #{{b : bootstrap_b >= statistic}}) / (1 + B): the observed statistic counts as one
+    of the B + 1 values and ties count against rejection (Davison & Hinkley 1997, Phipson
+    & Smyth 2010). It is never 0 (an estimate from B replicates cannot support a smaller
+    one), and P(p <= alpha) <= alpha for every alpha whenever the statistic and the
+    replicates are exchangeable; without the +1, a statistic exceeding all B replicates
+    would read as p = 0 and be rejected at every level. The bootstrap replicates only
+    approximate the null distribution, so the level is exact only as N grows (measured
+    levels: see the checking page of the docs).
 
     Wild bootstrap (Chwialkowski et al. 2016): w_1 = +-1 with probability 1/2, and
     w_t = -w_(t-1) with probability a, w_(t-1) otherwise. The signs must stay correlated
@@ -248,7 +254,11 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     factor 12 was chosen by simulation (1600 AR(1) chains with exact N(0, 1) marginals,
     500 draws each, alpha = 0.05, standard error 0.55%): rejection rates 5.5% for
     rho = 0.5 and 3.5% for rho = 0.8 (8 tau gave 6.5% and 4.6%), where independent
-    signs reject 25% and 68%. Pooled: the weights of different chains are drawn
+    signs reject 25% and 68%. Chwialkowski et al. let a go to 0 as N grows (with a N to
+    infinity), which makes the bootstrap's variance exact in the limit; here a follows
+    tau, not N, so for a long chain the sign chain's correlation (1 - 2a)^k, about
+    exp(-k / (6 tau)), keeps a small bias (the levels above include it). Pooled: the
+    weights of different chains are drawn
     independently (independent sign chains; for ``"multinomial"``, one multinomial per
     chain), as different chains are independent under the null.
 
@@ -261,6 +271,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     Chwialkowski, Strathmann & Gretton (2016), A kernel test of goodness of fit, ICML.
     Liu, Lee & Jordan (2016), A kernelized Stein discrepancy for goodness-of-fit tests, ICML.
     Geyer (1992), Practical Markov chain Monte Carlo, Statistical Science.
+    Davison & Hinkley (1997), Bootstrap Methods and their Application, section 4.2.
+    Phipson & Smyth (2010), Permutation p-values should never be zero, Statistical
+    Applications in Genetics and Molecular Biology.
 
     Examples
     --------
@@ -292,9 +305,10 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     if bootstrap == "wild":
         few = np.flatnonzero(n_draw * flip < _MIN_EXPECTED_FLIPS)
         if few.size:
-            labels = [prepared.chain[ch].item() for ch in few]
+            labels = [prepared.chain[ch].item() for ch in few[:10]]
+            more = f" and {few.size - 10} more" if few.size > 10 else ""
             warnings.warn(
-                f"ksd_test: chains {labels} have autocorrelation times up to "
+                f"ksd_test: chains {labels}{more} have autocorrelation times up to "
                 f"{tau[few].max():.3g} for {n_draw} draws, so the wild bootstrap's sign "
                 f"chain flips fewer than {_MIN_EXPECTED_FLIPS:g} times in them; their "
                 "p-values are unreliable. Run longer chains.",

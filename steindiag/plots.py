@@ -811,19 +811,27 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
 
 
 def _check_mmd_result(result):
-    if isinstance(result, xr.DataArray):
-        result = result.to_dataset(name="mmd2")
-    if not isinstance(result, xr.Dataset) or "mmd2" not in result.data_vars:
+    """The (chain, chain_other) MMD^2 DataArray of ``result``, and its p-values or None."""
+    if isinstance(result, xr.Dataset) and "mmd2" in result.data_vars:
+        # A saved result read back as a Dataset (``res.to_dataset()``, ``open_dataset``).
+        mmd2 = result["mmd2"]
+        if "pvalue" in result.data_vars and "pvalue" not in mmd2.coords:
+            mmd2 = mmd2.assign_coords(pvalue=result["pvalue"])
+        result = mmd2
+    if not isinstance(result, xr.DataArray):
         raise TypeError(
-            "result must be the xarray.Dataset returned by steindiag.mmd (or its 'mmd2' "
-            f"DataArray); got {type(result).__name__}."
+            "result must be the xarray.DataArray returned by steindiag.mmd; got "
+            f"{type(result).__name__}."
         )
-    if tuple(result["mmd2"].dims) != ("chain", "chain_other"):
+    if tuple(result.dims) != ("chain", "chain_other"):
         raise ValueError(
-            "result['mmd2'] must have dims ('chain', 'chain_other') (steindiag.mmd without "
-            f"other=); got {tuple(result['mmd2'].dims)}."
+            "result must have dims ('chain', 'chain_other') (steindiag.mmd without "
+            f"other=); got {tuple(result.dims)}."
         )
-    return result
+    pvalue = None
+    if "pvalue" in result.coords:
+        pvalue = result.coords["pvalue"].transpose("chain", "chain_other").values
+    return result, pvalue
 
 
 def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figsize=None,
@@ -832,11 +840,13 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figs
 
     Parameters
     ----------
-    result : xarray.Dataset or xarray.DataArray
-        Output of :func:`steindiag.mmd` without ``other`` (``mmd2`` with dims
-        (``chain``, ``chain_other``), and ``pvalue`` if permutations were run).
+    result : xarray.DataArray
+        Output of :func:`steindiag.mmd` without ``other``: MMD^2 with dims
+        (``chain``, ``chain_other``), and its ``pvalue`` coordinate if permutations
+        were run. A Dataset holding it as ``mmd2`` (a result saved and read back) is
+        accepted too.
     alpha : float, default 0.01
-        Pairs with p-value below alpha are outlined in red (when ``pvalue`` is present).
+        Pairs with p-value below alpha are outlined in red (when p-values are present).
     annotate : bool, default True
         Write each pair's MMD^2 (and p-value) in its cell.
     cmap : str or matplotlib colormap, default "viridis"
@@ -849,7 +859,7 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figs
     Returns
     -------
     matplotlib.figure.Figure
-        The image has gid ``"mmd2"`` and holds the ``mmd2`` values unchanged (negative
+        The image has gid ``"mmd2"`` and holds the MMD^2 values unchanged (negative
         values of the unbiased estimate included); the colour scale starts at 0.
 
     Notes
@@ -872,7 +882,7 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figs
     'chain'
     >>> plt.close(fig)
     """
-    result = _check_mmd_result(result)
+    result, pvalue = _check_mmd_result(result)
     annotate = _check_bool(annotate, "annotate")
     show = _check_bool(show, "show")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not (
@@ -880,22 +890,22 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figs
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
     import matplotlib.pyplot as plt
 
-    values = result["mmd2"].values
-    n_chain = values.shape[0]
-    fig, ax, _ = _new_figure(ax, figsize, (1.6 + 0.9 * n_chain, 1.2 + 0.8 * n_chain))
+    values = result.values
+    rows = [str(v) for v in result["chain"].values]
+    columns = [str(v) for v in result["chain_other"].values]
+    n_row, n_column = values.shape
+    fig, ax, _ = _new_figure(ax, figsize, (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row))
     vmax = max(float(np.nanmax(values)), np.finfo(float).tiny)
     image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=vmax, origin="upper")
     image.set_gid("mmd2")
     fig.colorbar(image, ax=ax, label="MMD$^2$ (unbiased)")
-    labels = [str(v) for v in result["chain"].values]
-    ax.set_xticks(np.arange(n_chain), labels)
-    ax.set_yticks(np.arange(n_chain), labels)
+    ax.set_xticks(np.arange(n_column), columns)
+    ax.set_yticks(np.arange(n_row), rows)
     ax.set_xlabel("chain")
     ax.set_ylabel("chain")
-    pvalue = result["pvalue"].values if "pvalue" in result.data_vars else None
-    for i in range(n_chain):
-        for j in range(n_chain):
-            if i == j:
+    for i in range(n_row):
+        for j in range(n_column):
+            if rows[i] == columns[j]:
                 continue
             if annotate:
                 text = f"{values[i, j]:.2g}"

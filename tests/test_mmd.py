@@ -78,10 +78,13 @@ def test_chain_matrix_matches_reference(preconditioner, beta):
         for j in range(3):
             expected = 0.0 if i == j else mmd2_u(z[i], z[j], A, c, beta)
             # Truth: the explicit-matrix MMD^2_U of tests/reference.py.
-            np.testing.assert_allclose(res["mmd2"].values[i, j], expected, rtol=1e-10,
+            np.testing.assert_allclose(res.values[i, j], expected, rtol=1e-10,
                                        atol=1e-14)
-    assert res["mmd2"].dims == ("chain", "chain_other")
-    assert "pvalue" not in res
+    # Truth: the documented output, a (chain, chain_other) DataArray named "mmd2", with no
+    # p-value coordinate when no permutations were run.
+    assert isinstance(res, xr.DataArray) and res.name == "mmd2"
+    assert res.dims == ("chain", "chain_other")
+    assert "pvalue" not in res.coords
 
 
 def test_two_samples_match_reference():
@@ -93,7 +96,7 @@ def test_two_samples_match_reference():
                                        "med")
     # Truth: MMD^2_U between all draws of x and all draws of y, chains pooled, with Lambda
     # from all draws of both (tests/reference.py).
-    np.testing.assert_allclose(float(res["mmd2"]),
+    np.testing.assert_allclose(float(res),
                                mmd2_u(x.reshape(-1, 3), y.reshape(-1, 3), A), rtol=1e-10)
 
 
@@ -110,6 +113,28 @@ def test_two_sample_permutation_test():
     assert float(res_same["pvalue"]) > 0.01
     assert float(res_shift["pvalue"]) < 0.01
     assert res_shift.attrs["n_draw_data"] == 600 and res_shift.attrs["n_draw_other"] == 600
+    # Truth: the documented output with other=, a 0-d DataArray with a scalar p-value
+    # coordinate.
+    assert res_shift.dims == () and res_shift.name == "mmd2"
+    assert res_shift.coords["pvalue"].dims == ()
+
+
+def test_two_traces_are_matched_by_parameter_name():
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal((2, 80, 2)) * [1.0, 3.0]
+    y = rng.standard_normal((1, 90, 2)) * [1.0, 3.0] + [0.5, 0.0]
+    data = xr.Dataset({"a": (("chain", "draw"), x[..., 0]), "b": (("chain", "draw"), x[..., 1])})
+    # The same variables stored in the other order.
+    other = xr.Dataset({"b": (("chain", "draw"), y[..., 1]), "a": (("chain", "draw"), y[..., 0])})
+    res = steindiag.mmd(data, other, preconditioner="identity")
+    # Truth: MMD^2_U of tests/reference.py with the columns paired by name (a with a, b
+    # with b), not by position.
+    np.testing.assert_allclose(float(res), mmd2_u(x.reshape(-1, 2), y.reshape(-1, 2), np.eye(2)),
+                               rtol=1e-10)
+    assert res.attrs["parameters"] == ["a", "b"]
+    renamed = other.rename({"b": "c"})
+    with pytest.raises(ValueError, match=r"other lacks \['b'\] and has \['c'\]"):
+        steindiag.mmd(data, renamed)
 
 
 def test_unit_sums_match_reference():
@@ -124,6 +149,25 @@ def test_unit_sums_match_reference():
                           for v in range(4)] for u in range(4)])
     # Truth: block sums of the explicit base-kernel matrix, self-pairs removed.
     np.testing.assert_allclose(G, expected, rtol=1e-12)
+
+
+def test_unit_sums_same_result_on_one_and_two_threads():
+    import numba
+
+    x = np.random.default_rng(19).standard_normal((900, 3))
+    starts = np.array([0, 100, 450, 451, 900], dtype=np.int64)
+    pre = steindiag._preconditioner.make_preconditioner("identity", x, ["a", "b", "c"])
+    full = _mmd.unit_kernel_sums(x, starts, pre, 1.0, -0.5)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        single = _mmd.unit_kernel_sums(x, starts, pre, 1.0, -0.5)
+    finally:
+        numba.set_num_threads(saved)
+    # Truth: the rows are split into 8 parts whatever the thread count (up to 8), each part
+    # summed by one thread and the parts added in a fixed order, so the sums are bitwise
+    # equal.
+    np.testing.assert_array_equal(full, single)
 
 
 def test_permutation_pvalue_matches_explicit_recomputation():
@@ -157,6 +201,45 @@ def test_permutation_pvalue_matches_explicit_recomputation():
     # Truth: (1 + #{permuted >= observed}) / (1 + B) from the explicit matrix.
     assert res["pvalue"].values[0, 1] == pytest.approx(expected)
     assert res.attrs["block_length"] == block
+    # Truth: the documented layout, p-values as a (chain, chain_other) coordinate,
+    # symmetric with NaN on the diagonal, that follows a selection of a pair.
+    assert res.coords["pvalue"].dims == ("chain", "chain_other")
+    assert res.pvalue.values[1, 0] == res.pvalue.values[0, 1]
+    assert np.isnan(res.pvalue.values[0, 0]) and np.isnan(res.pvalue.values[1, 1])
+    pair = res.sel(chain=0, chain_other=1)
+    assert float(pair.pvalue) == res.pvalue.values[0, 1] and float(pair) == res.values[0, 1]
+
+
+def test_two_sample_pvalue_matches_explicit_recomputation():
+    rng = np.random.default_rng(20)
+    x = ar1(rng, 2, 60, 0.3)
+    y = ar1(rng, 1, 90, 0.3) + 0.2
+    block, n_perm = 6, 40
+    res = steindiag.mmd(x, y, n_permutations=n_perm, block_length=block, rng=9,
+                        preconditioner="identity")
+    # Independent recomputation from the explicit matrix, as for chains: units are the
+    # blocks of data's chains (10 each), then of other's chain (15); the statistic keeps
+    # the pairs that are neither in one block nor in adjacent blocks of one chain (other's
+    # chain counts as a chain of its own), and each permutation draws 20 of the 35 units
+    # for the first sample (the same generator calls).
+    pooled = np.concatenate([x.reshape(-1, 1), y.reshape(-1, 1)])
+    K = imq_base_kernel_matrix(pooled, pooled, np.eye(1))
+    unit = np.repeat(np.arange(35), block)
+    chain = np.repeat([0, 1, 2], [60, 60, 90])
+    far = ~((chain[:, None] == chain[None, :]) & (np.abs(unit[:, None] - unit[None, :]) <= 1))
+
+    def statistic(in_x_unit):
+        in_x = in_x_unit[unit]
+
+        def mean(a, b):
+            return K[far & a[:, None] & b[None, :]].mean()
+        return mean(in_x, in_x) + mean(~in_x, ~in_x) - 2 * mean(in_x, ~in_x)
+
+    observed = statistic(np.arange(35) < 20)
+    order = np.argsort(np.random.default_rng(9).random((n_perm, 35)), axis=1)
+    permuted = np.array([statistic(row < 20) for row in order])
+    # Truth: (1 + #{permuted >= observed}) / (1 + B) from the explicit matrix.
+    assert float(res.pvalue) == pytest.approx((1 + np.sum(permuted >= observed)) / (1 + n_perm))
 
 
 # -- what it is for ------------------------------------------------------------------------
@@ -188,7 +271,7 @@ def test_chains_in_different_modes_ksd_blind_mmd_flags():
     # IMQ kernel separates (Gretton et al. 2012); every permutation mixes blocks of both
     # modes, so the observed statistic exceeds all 200: p = 1/201.
     assert res["pvalue"].values[0, 1] < 0.01
-    assert res["mmd2"].values[0, 1] > 0.1
+    assert res.values[0, 1] > 0.1
 
 
 def test_healthy_chains_have_uniform_pvalues():
@@ -237,9 +320,9 @@ def test_labels_attrs_and_chain_order():
     order = [2, 0, 1]
     swapped = steindiag.mmd(x[order])
     # Truth: MMD^2 of a pair does not depend on the order of the chains (symmetry).
-    np.testing.assert_allclose(swapped["mmd2"].values,
-                               res["mmd2"].values[np.ix_(order, order)], rtol=1e-12)
-    np.testing.assert_allclose(res["mmd2"].values, res["mmd2"].values.T, rtol=0, atol=0)
+    np.testing.assert_allclose(swapped.values,
+                               res.values[np.ix_(order, order)], rtol=1e-12)
+    np.testing.assert_allclose(res.values, res.values.T, rtol=0, atol=0)
 
 
 def test_same_seed_same_pvalues():
@@ -298,17 +381,20 @@ def test_plot_mmd_draws_the_values():
     ax = fig.axes[0]
     images = [im for im in ax.get_images() if im.get_gid() == "mmd2"]
     # Truth: the image holds the Dataset's values unchanged.
-    np.testing.assert_array_equal(images[0].get_array(), res["mmd2"].values)
+    np.testing.assert_array_equal(images[0].get_array(), res.values)
     flagged = {p.get_gid() for p in ax.patches}
     expected = {f"flag[{i},{j}]" for i in range(4) for j in range(4)
                 if i != j and res["pvalue"].values[i, j] < 0.05}
     # Truth: exactly the pairs with p < alpha are outlined.
     assert flagged == expected and "flag[0,3]" in flagged
     labels = {t.get_gid(): t.get_text() for t in ax.texts}
-    assert labels["label[0,3]"].startswith(f"{res['mmd2'].values[0, 3]:.2g}")
-    # The DataArray alone is accepted too (no p-values, no flags).
-    fig2 = steindiag.plot_mmd(res["mmd2"], annotate=False)
+    assert labels["label[0,3]"].startswith(f"{res.values[0, 3]:.2g}")
+    # Without the p-value coordinate: no p-values, no flags.
+    fig2 = steindiag.plot_mmd(res.drop_vars("pvalue"), annotate=False)
     assert not fig2.axes[0].patches and not fig2.axes[0].texts
+    # A result saved as a Dataset and read back draws the same flags.
+    fig3 = steindiag.plot_mmd(res.to_dataset(), alpha=0.05)
+    assert {p.get_gid() for p in fig3.axes[0].patches} == expected
 
 
 def test_plot_mmd_rejects_other_input():
@@ -342,11 +428,11 @@ def test_model_compares_unconstrained_draws():
     unconstrained = np.stack([mu, np.log(sigma)], axis=-1)
     # Truth: with model=, draws are the value variables (sigma_log__ = log sigma), and the
     # explicit-matrix MMD^2_U of tests/reference.py on them.
-    np.testing.assert_allclose(res["mmd2"].values[0, 1],
+    np.testing.assert_allclose(res.values[0, 1],
                                mmd2_u(unconstrained[0], unconstrained[1], np.eye(2)), rtol=1e-10)
     assert res.attrs["parameters"] == ["mu", "sigma_log__"]
     plain = steindiag.mmd(posterior, preconditioner="identity")
     # Truth: without a model the stored (constrained) values are compared.
-    np.testing.assert_allclose(plain["mmd2"].values[0, 1],
+    np.testing.assert_allclose(plain.values[0, 1],
                                mmd2_u(np.stack([mu[0], sigma[0]], -1),
                                       np.stack([mu[1], sigma[1]], -1), np.eye(2)), rtol=1e-10)
