@@ -44,7 +44,8 @@ import numpy as np
 
 from steindiag._kernels import _FAST_SUM
 
-__all__ = ["kernel_vector_sums", "vector_sums_fused", "vector_sums_gemm", "RBF", "IMQ",
+__all__ = ["kernel_vector_sums", "pairwise_squared_distances", "vector_sums_fused",
+           "vector_sums_gemm", "RBF", "IMQ",
            "GEMM_TILE", "METHODS"]
 
 RBF = 0
@@ -250,6 +251,28 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
                     grad_sum_y[i0 + r, k] = 2.0 * row_sums[r] * y_i[r, k]
                 else:
                     grad_sum_y[i0 + r, k] = acc_grad[r, k] - row_sums[r] * y_i[r, k]
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def pairwise_squared_distances(x_t, out):
+    """out = |x_i - x_j|^2 for all i < j, row by row (row i from offset i M - i (i + 1) / 2).
+
+    x_t : float64 (d, M), C-contiguous; out : float64 (M (M - 1) / 2,). From the
+    coordinate differences (no cancellation).
+    """
+    d, m_points = x_t.shape
+    for i in nb.prange(m_points - 1):
+        offset = i * m_points - (i * (i + 1)) // 2
+        length = m_points - 1 - i
+        row = out[offset : offset + length]
+        for mm in range(length):
+            row[mm] = 0.0
+        for k in range(d):
+            xk = x_t[k, i]
+            xs = x_t[k, i + 1 :]
+            for mm in range(length):
+                u = xk - xs[mm]
+                row[mm] += u * u
 
 
 # Above this many coordinates the BLAS-tiled path is faster (measured as in
