@@ -215,8 +215,9 @@ def _svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps,
         h = median_bandwidth(particles) if bandwidth == "median" else float(bandwidth)
         if not h > 0:
             raise ValueError(
-                f"all particles coincide after {step} SVGD step(s): the median bandwidth "
-                "is 0. Start from distinct draws or pass bandwidth=."
+                f"more than half of the pairs of particles coincide after {step} SVGD "
+                "step(s), so the median bandwidth is 0. Start from distinct draws or pass "
+                "bandwidth=."
             )
         bandwidths[step] = h
         phi = _svgd_kernels.kernel_vector_sums(
@@ -451,7 +452,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         ``score`` is an array (the draws move); wrong argument types.
     ValueError
         Invalid settings; particles or scores that become non-finite (a step size too
-        large); all particles at one point with ``bandwidth="median"``.
+        large); most particles at one point with ``bandwidth="median"``.
 
     Warns
     -----
