@@ -143,22 +143,21 @@ def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
         f = np.empty(_BLOCK)
         g = np.empty(_BLOCK)
         bits = np.empty(_BLOCK, dtype=np.int64)
-        x_i = np.empty(d)
-        acc_values = np.empty(m_values)
-        acc_grad = np.empty(d)
-        for i in range(task * _ROWS_PER_TASK, min((task + 1) * _ROWS_PER_TASK, n)):
-            for k in range(d):
-                x_i[k] = x_t[k, i]
-                acc_grad[k] = 0.0
-            for c in range(m_values):
-                acc_values[c] = 0.0
-            for j0 in range(0, n, _BLOCK):
-                nj = min(_BLOCK, n - j0)
+        i0 = task * _ROWS_PER_TASK
+        rows = min(_ROWS_PER_TASK, n - i0)
+        acc_values = np.zeros((rows, m_values))
+        acc_grad = np.zeros((rows, d))
+        # Blocks of columns outside, the task's rows inside: a block of points and
+        # values stays in L1 while every row of the task uses it.
+        for j0 in range(0, n, _BLOCK):
+            nj = min(_BLOCK, n - j0)
+            for r in range(rows):
+                i = i0 + r
                 for mm in range(nj):
                     r2[mm] = 0.0
                 for k in range(d):
                     ak = a[k]
-                    xk = x_i[k]
+                    xk = x_t[k, i]
                     xs = x_t[k, j0 : j0 + nj]
                     for mm in range(nj):
                         u = xk - xs[mm]
@@ -169,18 +168,19 @@ def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
                     total = 0.0
                     for mm in range(nj):
                         total += f[mm] * vs[mm]
-                    acc_values[c] += total
+                    acc_values[r, c] += total
                 for k in range(d):
-                    xk = x_i[k]
+                    xk = x_t[k, i]
                     xs = x_t[k, j0 : j0 + nj]
                     total = 0.0
                     for mm in range(nj):
                         total += g[mm] * (xs[mm] - xk)
-                    acc_grad[k] += a[k] * total
+                    acc_grad[r, k] += a[k] * total
+        for r in range(rows):
             for c in range(m_values):
-                values_sum[i, c] = acc_values[c]
+                values_sum[i0 + r, c] = acc_values[r, c]
             for k in range(d):
-                grad_sum[i, k] = acc_grad[k]
+                grad_sum[i0 + r, k] = acc_grad[r, k]
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
