@@ -18,6 +18,20 @@ from steindiag import _pymc
 __all__ = ["constrained_values"]
 
 
+def _unwrap_view(variable):
+    """The input of a ViewOp (how pm.Deterministic wraps its graph), else the variable.
+
+    Between TensorFromXTensor and XTensorFromTensor (a ``pymc.dims`` deterministic) the
+    view would stop the xtensor lowering from cancelling the pair, and the graph could
+    not be vectorised.
+    """
+    from pytensor.compile.ops import ViewOp
+
+    if variable.owner is not None and isinstance(variable.owner.op, ViewOp):
+        return variable.owner.inputs[0]
+    return variable
+
+
 def _build_backward_function(model, layout, outputs_wanted, mode):
     """Compile flat value variables -> [constrained free variables..., deterministics...]."""
     from pymc.logprob.utils import replace_rvs_by_values
@@ -36,7 +50,8 @@ def _build_backward_function(model, layout, outputs_wanted, mode):
     replaced = replace_rvs_by_values(
         targets, rvs_to_values=rvs_to_values, rvs_to_transforms=rvs_to_transforms
     )
-    tensors = [_pymc._as_tensor(out, dims) for out, (_, dims) in zip(replaced, outputs_wanted)]
+    tensors = [_pymc._as_tensor(_unwrap_view(out), dims)
+               for out, (_, dims) in zip(replaced, outputs_wanted)]
     return _pymc._vectorized_function(core, [_pymc._flat([t]) for t in tensors], mode)
 
 
