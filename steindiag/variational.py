@@ -383,8 +383,8 @@ _SVGD_PARAMETERS = """\
         step in each coordinate, in units of that coordinate's spread when
         ``standardize`` (the default), in the draws' own units otherwise.
     kernel : {"rbf", "imq"}, default "rbf"
-        Base kernel of the update: ``"rbf"`` exp(-|x - y|^2 / h) (Liu & Wang 2016),
-        ``"imq"`` (1 + |x - y|^2 / h)^(-1/2), which decays slowly and keeps pulling
+        Base kernel of the update: ``"rbf"`` ``exp(-|x - y|^2 / h)`` (Liu & Wang 2016),
+        ``"imq"`` ``(1 + |x - y|^2 / h)^(-1/2)``, which decays slowly and keeps pulling
         particles that are far from the others.
     bandwidth : "median" or float, default "median"
         h. ``"median"``: recomputed at every step as med^2 / log(N + 1), med^2 the
@@ -429,8 +429,9 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         - a trace (InferenceData, DataTree, Dataset): ``group`` is replaced by the moved
           draws with the same chain and draw coordinates (after ``coords``). With a
           PyMC ``model`` it holds, as ``pm.sample(idata_kwargs={{"include_transformed":
-          True}})`` would, every free variable in its constrained space and every
-          deterministic recomputed at the moved draws, plus the value variables (e.g.
+          True}})`` would, every free variable in its constrained space and the
+          deterministics the trace holds, recomputed at the moved draws, plus the value
+          variables (e.g.
           ``sigma_log__``): the unconstrained draws SVGD moved, which
           :func:`steindiag.ksd` reads back. Without a model, the moved variables
           (``var_names``) in their own shapes. Posterior variables that were not
@@ -462,7 +463,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     Notes
     -----
     Liu & Wang (2016): the direction in the unit ball of the kernel's RKHS that
-    decreases KL(q || p) fastest, estimated with the particles x_1..x_N, is
+    decreases ``KL(q || p)`` fastest, estimated with the particles x_1..x_N, is
 
         phi(x_i) = (1/N) sum_j [ k(x_j, x_i) s(x_j) + grad_(x_j) k(x_j, x_i) ],
 
