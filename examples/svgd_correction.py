@@ -10,7 +10,8 @@ The same call works for draws from ADVI or Pathfinder on a PyMC model:
 ``steindiag.stein_variational(idata, model)`` moves them in the model's unconstrained space
 and returns an InferenceData / DataTree whose posterior holds the moved draws.
 
-Run:  python examples/svgd_correction.py   (a few seconds; writes examples/output/svgd_correction.png)
+Run:  python examples/svgd_correction.py
+(a few seconds; writes examples/output/svgd_correction.png)
 """
 
 from pathlib import Path

@@ -334,10 +334,11 @@ def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims
     else:
         variables, dropped = _array_posterior(posterior, pair, moved, prepared)
     if dropped:
+        why = ("free variables or deterministics of the model" if model is not None
+               else "among var_names")
         warnings.warn(
-            f"posterior variables {dropped} were not moved by SVGD (they are not "
-            f"{'free variables or deterministics of the model' if model is not None else 'among var_names'}"
-            "); they are left out of the result, whose draws no longer match theirs.",
+            f"posterior variables {dropped} were not moved by SVGD (they are not {why}); "
+            "they are left out of the result, whose draws no longer match theirs.",
             UserWarning,
             stacklevel=3,
         )
@@ -502,8 +503,12 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     """
     _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
              progress)
-    if score is None and model is None and not _is_labelled(data):
-        raise TypeError("pass score= (a callable) or a PyMC model with a trace.")
+    if score is None and model is None:
+        raise TypeError(
+            "SVGD evaluates the score at every step: pass score= (a callable) or a PyMC "
+            "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
+            "only at the stored draws)."
+        )
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims,

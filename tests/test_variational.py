@@ -240,9 +240,12 @@ def test_banana_moments_after_svgd():
 # -- input and output types ---------------------------------------------------------------
 
 
-def test_array_shapes_round_trip():
+def test_array_shapes_round_trip(capsys):
     x3 = correlated_start(1, n=40).reshape(2, 20, 2)
     res = stein_variational(x3, score=linear_score, n_steps=3)
+    shown = stein_variational(x3, score=linear_score, n_steps=3, progress=True)
+    capsys.readouterr()
+    np.testing.assert_array_equal(shown.draws, res.draws)  # a progress bar changes nothing
     assert isinstance(res, SteinVariational)
     assert res.draws.shape == (2, 20, 2)
     res2 = stein_variational(x3.reshape(40, 2), score=linear_score, n_steps=3)
@@ -291,6 +294,8 @@ def test_errors():
         stein_variational(x, score=-x)
     with pytest.raises(TypeError, match="score="):
         stein_variational(x)
+    with pytest.raises(TypeError, match="score="):
+        stein_variational(xr.Dataset({"a": (("chain", "draw"), x[:, :1].T)}))
     for kwargs, error, match in [
         ({"n_steps": 0}, ValueError, "n_steps must be >= 1"),
         ({"n_steps": 2.0}, TypeError, "n_steps must be an integer"),
