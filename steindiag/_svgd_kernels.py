@@ -224,28 +224,40 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
     for tile_i in nb.prange(n_tiles):
         i0 = tile_i * GEMM_TILE
         i1 = min(i0 + GEMM_TILE, n)
+        ni = i1 - i0
         y_i = y[i0:i1]
-        acc_values = np.zeros((i1 - i0, m_values))
-        acc_grad = np.zeros((i1 - i0, d))
-        row_sums = np.zeros(i1 - i0)
+        # Buffers allocated once per task (fresh large arrays on every tile cost page
+        # faults); a tile of any shape is a contiguous reshape of their first entries.
+        gram_buffer = np.empty(GEMM_TILE * GEMM_TILE)
+        f_buffer = np.empty(GEMM_TILE * GEMM_TILE)
+        g_buffer = np.empty(GEMM_TILE * GEMM_TILE)
+        values_product = np.empty((ni, m_values))
+        grad_product = np.empty((ni, d))
+        acc_values = np.zeros((ni, m_values))
+        acc_grad = np.zeros((ni, d))
+        row_sums = np.zeros(ni)
         for tile_j in range(n_tiles):
             j0 = tile_j * GEMM_TILE
             j1 = min(j0 + GEMM_TILE, n)
-            gram = np.dot(y_i, y[j0:j1].T)
-            f_tile = np.empty((i1 - i0, j1 - j0))
-            g_tile = np.empty((i1 - i0, j1 - j0))
+            nj = j1 - j0
+            gram = gram_buffer[: ni * nj].reshape(ni, nj)
+            f_tile = f_buffer[: ni * nj].reshape(ni, nj)
+            g_tile = g_buffer[: ni * nj].reshape(ni, nj)
+            np.dot(y_i, y[j0:j1].T, gram)
             _fill_tile(gram, norms[i0:i1], norms[j0:j1], kind, c2, beta, f_tile, g_tile)
-            acc_values += np.dot(f_tile, values[j0:j1])
+            np.dot(f_tile, values[j0:j1], values_product)
+            acc_values += values_product
             summed = f_tile if fold else g_tile
             if not fold:
-                acc_grad += np.dot(g_tile, y[j0:j1])
-            for r in range(i1 - i0):
+                np.dot(g_tile, y[j0:j1], grad_product)
+                acc_grad += grad_product
+            for r in range(ni):
                 total = 0.0
-                for mm in range(j1 - j0):
+                for mm in range(nj):
                     total += summed[r, mm]
                 row_sums[r] += total
         values_sum[i0:i1] = acc_values
-        for r in range(i1 - i0):
+        for r in range(ni):
             for k in range(d):
                 if fold:
                     grad_sum_y[i0 + r, k] = 2.0 * row_sums[r] * y_i[r, k]
