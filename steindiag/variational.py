@@ -127,6 +127,9 @@ def median_bandwidth(points):
 
     Over all pairs for N <= 500 particles, else over the pairs of 500 evenly spaced
     ones (1 MB instead of O(N^2) memory). Returns 0.0 if the particles coincide.
+    Liu & Wang's reference code takes the median over the whole N x N matrix, its N
+    zeros on the diagonal included, a slightly lower quantile (by about 1/N); the
+    median over distinct pairs does not depend on that artefact.
     """
     n = points.shape[0]
     sub = points
@@ -389,7 +392,9 @@ _SVGD_PARAMETERS = """\
         particles that are far from the others.
     bandwidth : "median" or float, default "median"
         h. ``"median"``: recomputed at every step as med^2 / log(N + 1), med^2 the
-        median squared distance between particles (as in the reference implementation).
+        median squared distance between distinct particles (as in the reference
+        implementation, whose median also counts each particle's zero distance to
+        itself; over the pairs of 500 evenly spaced particles when N > 500).
         A number: fixed h, in the coordinates SVGD works in.
     standardize : bool, default True
         Run SVGD in the coordinates z = x / scale, scale a robust spread of each
