@@ -27,6 +27,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_scores.py
 	$(PY) benchmarks/bench_weights.py
 	$(PY) benchmarks/bench_test.py
+	$(PY) benchmarks/bench_svgd.py
 
 docs: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[docs]"

@@ -28,7 +28,8 @@ numpydoc_class_members_toctree = False
 numpydoc_validation_checks = {"GL08", "PR01", "PR02", "RT01", "SS01"}
 # Result dataclasses document their fields under "Attributes" (as scipy's result classes do);
 # their generated __init__ has no docstring of its own.
-numpydoc_validation_exclude = {r"\.SteinThinning$", r"\.__init__$"}
+numpydoc_validation_exclude = {r"\.SteinThinning$", r"\.SteinVariational$", r"\.MinKSDFit$",
+                               r"\.__init__$"}
 
 # Figures drawn at build time (small, pure NumPy): matplotlib's plot directive.
 plot_include_source = True

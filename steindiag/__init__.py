@@ -5,8 +5,10 @@ from importlib.metadata import PackageNotFoundError, version
 from steindiag._ksd import ksd, ksd_path
 from steindiag.gof import ksd_test
 from steindiag._mmd import mmd
+from steindiag.estimation import MinKSDFit, min_ksd_fit
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
 from steindiag.thinning import SteinThinning, stein_thin
+from steindiag.variational import SteinVariational, stein_variational
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
 
 import steindiag.accessors  # noqa: F401, E402  (registers DataTree.stein; xarray only)
@@ -30,5 +32,9 @@ __all__ = [
     "stein_thin",
     "SteinThinning",
     "SteinWeightsError",
+    "stein_variational",
+    "SteinVariational",
+    "min_ksd_fit",
+    "MinKSDFit",
     "__version__",
 ]

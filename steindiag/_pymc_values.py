@@ -1,0 +1,117 @@
+"""PyMC: constrained values and deterministics at unconstrained draws (the backward map).
+
+The inverse direction of ``steindiag._pymc.unconstrained_values``: from flat draws of
+the value variables (the space in which the score is defined and SVGD moves particles)
+to what ``pm.sample`` stores in a posterior, each free variable in its constrained space
+(``backward`` of its transform) and every deterministic. One graph, built for one draw,
+vectorised over a leading draw axis and evaluated on chunks of draws; cached per model.
+
+Imported lazily (only when a PyMC model is passed).
+"""
+
+from math import prod
+
+import numpy as np
+
+from steindiag import _pymc
+
+__all__ = ["constrained_values"]
+
+
+def _unwrap_view(variable):
+    """The input of a ViewOp (how pm.Deterministic wraps its graph), else the variable.
+
+    Between TensorFromXTensor and XTensorFromTensor (a ``pymc.dims`` deterministic) the
+    view would stop the xtensor lowering from cancelling the pair, and the graph could
+    not be vectorised.
+    """
+    from pytensor.compile.ops import ViewOp
+
+    if variable.owner is not None and isinstance(variable.owner.op, ViewOp):
+        return variable.owner.inputs[0]
+    return variable
+
+
+def _build_backward_function(model, layout, outputs_wanted, mode):
+    """Compile flat value variables -> [constrained free variables..., deterministics...]."""
+    from pymc.logprob.utils import replace_rvs_by_values
+
+    core, rvs_to_values, rvs_to_transforms = [], {}, {}
+    for var in layout:
+        placeholder = _pymc._core_placeholder(var.value_shape, var.value.type.dtype,
+                                              var.value_name)
+        rvs_to_values[var.rv] = _pymc._as_model_type(placeholder, var.value)
+        if var.transform_op is not None:
+            rvs_to_transforms[var.rv] = var.transform_op
+        core.append(placeholder)
+    by_name = {var.name: var.rv for var in layout}
+    by_name.update({det.name: det for det in model.deterministics})
+    targets = [by_name[name] for name, _ in outputs_wanted]
+    replaced = replace_rvs_by_values(
+        targets, rvs_to_values=rvs_to_values, rvs_to_transforms=rvs_to_transforms
+    )
+    tensors = [_pymc._as_tensor(_unwrap_view(out), dims)
+               for out, (_, dims) in zip(replaced, outputs_wanted)]
+    return _pymc._vectorized_function(core, [_pymc._flat([t]) for t in tensors], mode)
+
+
+def constrained_values(model, layout, flat_draws, wanted, *, chunk_size=None, mode=None):
+    """Constrained free variables and deterministics of ``model`` at flat unconstrained draws.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    layout : list of FreeVariable
+        ``steindiag._pymc.model_layout(model)``.
+    flat_draws : ndarray (N, d)
+        Value variables flattened in C order and concatenated in layout order.
+    wanted : list of (name, shape, dims)
+        Free variables (by the random variable's name) and deterministics to compute,
+        with the per-draw shape expected and, for ``pymc.dims`` (xtensor) variables,
+        the order of their dims (else None).
+    chunk_size : int, optional
+        Draws per evaluation (default: sized from the model, as for the scores).
+    mode : str, optional
+        PyTensor compile mode (default "FAST_COMPILE": cheap elementwise graphs).
+
+    Returns
+    -------
+    dict of str to ndarray of float64, shape (N, *shape)
+
+    Raises
+    ------
+    ValueError
+        If a computed variable does not have the expected number of entries per draw
+        (the model does not match the trace).
+    """
+    mode = _pymc._FORWARD_MODE if mode is None else mode
+    names = tuple((name, tuple(dims) if dims is not None else None) for name, _, dims in wanted)
+    key = ("backward", _pymc._layout_key(layout), names, _pymc._mode_key(mode))
+    function = _pymc._cached(
+        model, key, lambda: _build_backward_function(model, layout, list(names), mode)
+    )
+    n_draws = flat_draws.shape[0]
+    inputs, start = [], 0
+    for var in layout:
+        block = flat_draws[:, start : start + var.size].reshape((n_draws, *var.value_shape))
+        inputs.append(np.ascontiguousarray(block, dtype=var.value.type.dtype))
+        start += var.size
+    if chunk_size is None:
+        chunk_size = _pymc.chunk_size_for(model, layout, n_draws)
+    out = {}
+    for start in range(0, n_draws, chunk_size):
+        stop = min(start + chunk_size, n_draws)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            results = function(*[array[start:stop] for array in inputs])
+        for (name, shape, _), result in zip(wanted, results):
+            result = np.asarray(result, dtype=np.float64)
+            width = int(prod(shape))
+            if result.shape[1:] != (width,):
+                raise ValueError(
+                    f"the model's {name!r} has {result.shape[1:]} entries per draw but the "
+                    f"trace's has shape {tuple(shape)}: the model does not match the trace."
+                )
+            if name not in out:
+                out[name] = np.empty((n_draws, width))
+            out[name][start:stop] = result
+    return {name: out[name].reshape(n_draws, *shape) for name, shape, _ in wanted}

@@ -1,0 +1,452 @@
+"""Minimum kernel Stein discrepancy estimation for models known up to a constant.
+
+Data flow: data (n, d) + score_fn(x, theta) -> one preconditioner fixed from the data
+-> kernel coordinates (the map is linear in the scores) -> either
+
+- linear scores s_theta(x) = A(x) theta + b(x): the sums Q, v of the quadratic
+  KSD^2_U(theta) = theta^T Q theta + 2 v^T theta + const from one pass of
+  ``_svgd_kernels.kernel_vector_sums`` (IMQ), and theta = -Q^-1 v; or
+- scipy.optimize.minimize on KSD^2_U (``_engine.stein_row_sums``) with its gradient
+  (``kernel_vector_sums`` and the score's derivative in theta);
+
+-> standard errors from the Hoeffding projection of the gradient (``KernelPoints``
+row sums at theta +- delta) and the Hessian -> a labelled :class:`MinKSDFit`.
+"""
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+
+from steindiag import _svgd_kernels
+from steindiag._engine import stein_row_sums
+from steindiag._preconditioner import make_preconditioner
+from steindiag._stein_products import KernelPoints
+from steindiag._validate import check_kernel_args
+
+__all__ = ["min_ksd_fit", "MinKSDFit"]
+
+# Central-difference step in theta (relative to max(1, |theta_a|)): about eps^(1/3),
+# the step that balances truncation and rounding for a smooth function. For a linear
+# score the differenced quantities are quadratic in theta and the differences exact.
+_FD_STEP = 1e-5
+# A declared-linear score must reproduce A(x) theta + b(x) to this relative accuracy.
+_LINEARITY_RTOL = 1e-8
+
+
+@dataclass(kw_only=True)
+class MinKSDFit:
+    """Result of :func:`min_ksd_fit`.
+
+    Attributes
+    ----------
+    estimate : xarray.DataArray (parameter)
+        theta minimising KSD^2_U.
+    standard_error : xarray.DataArray (parameter)
+        Approximate standard errors: square roots of the diagonal of ``covariance``.
+    covariance : xarray.DataArray (parameter, parameter_bis)
+        Asymptotic (sandwich) covariance of the estimate, H^-1 (4 Sigma / n) H^-1
+        (see Notes of :func:`min_ksd_fit`).
+    ksd2_u : float
+        KSD^2_U at the estimate (unbiased; may be negative).
+    ksd : float
+        sqrt of the V-statistic at the estimate, as :func:`steindiag.ksd` reports it.
+    converged : bool
+        True for the closed form; the optimiser's success flag otherwise.
+    n_iterations : int
+        Optimiser iterations (0 for the closed form).
+    message : str
+        ``"closed form"`` or the optimiser's message.
+    attrs : dict
+        Kernel, preconditioner, method, sizes.
+    """
+
+    estimate: xr.DataArray
+    standard_error: xr.DataArray
+    covariance: xr.DataArray
+    ksd2_u: float
+    ksd: float
+    converged: bool
+    n_iterations: int
+    message: str
+    attrs: dict = field(default_factory=dict)
+
+
+def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bounds,
+            max_iter):
+    try:
+        x = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"data must be an array of floats; got {type(data).__name__}.") from None
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise ValueError(f"data must have shape (n, d) or (n,); got shape {x.shape}.")
+    if x.shape[0] < 3:
+        raise ValueError(f"data must have at least 3 points; got {x.shape[0]}.")
+    if x.shape[1] < 1:
+        raise ValueError("data must have at least one coordinate (d >= 1).")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(
+            f"data contains non-finite values in {int((~np.isfinite(x)).any(axis=1).sum())} "
+            "row(s)."
+        )
+    if not callable(score_fn):
+        raise TypeError(
+            "score_fn must be a callable score_fn(x, theta) returning grad_x log p_theta(x) "
+            f"as an (n, d) array; got {type(score_fn).__name__}."
+        )
+    try:
+        theta0 = np.array(theta0, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"theta0 must be an array of floats; got {type(theta0).__name__}."
+        ) from None
+    theta0 = np.atleast_1d(theta0)
+    if theta0.ndim != 1 or theta0.size < 1:
+        raise ValueError(f"theta0 must be a 1-D array with at least one entry; got shape "
+                         f"{theta0.shape}.")
+    if not np.all(np.isfinite(theta0)):
+        raise ValueError("theta0 must be finite.")
+    if not isinstance(linear, (bool, np.bool_)):
+        raise TypeError(f"linear must be True or False; got {linear!r}.")
+    if score_jacobian is not None and not callable(score_jacobian):
+        raise TypeError("score_jacobian must be None or a callable score_jacobian(x, theta) "
+                        f"returning an (n, d, k) array; got {type(score_jacobian).__name__}.")
+    if linear and (score_jacobian is not None or bounds is not None):
+        raise ValueError("score_jacobian and bounds apply only with linear=False (the linear "
+                         "case is solved in closed form, without bounds).")
+    k = theta0.size
+    if parameter_names is None:
+        parameter_names = [f"theta[{a}]" for a in range(k)]
+    else:
+        parameter_names = [str(name) for name in parameter_names]
+        if len(parameter_names) != k or len(set(parameter_names)) != k:
+            raise ValueError(f"parameter_names must be {k} distinct names (one per entry of "
+                             f"theta0); got {parameter_names}.")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
+    return x, theta0, parameter_names
+
+
+class _Objective:
+    """KSD^2_U(theta), its gradient and the pieces of its standard error.
+
+    Everything is in the kernel coordinates of the fixed preconditioner: z = V^T (x /
+    scale), s_z = V^T (scale * s), a linear map of the scores (``to_kernel``), so a
+    score linear in theta stays linear.
+    """
+
+    def __init__(self, x, score_fn, score_jacobian, pre, c, beta):
+        self.x = x
+        self.n, self.d = x.shape
+        self.score_fn = score_fn
+        self.score_jacobian = score_jacobian
+        self.pre = pre
+        self.c, self.beta = c, beta
+        self.c2 = c * c
+        self.z, _ = pre.to_kernel_coordinates(x, np.zeros_like(x))
+        self.pairs = self.n * (self.n - 1)
+        self.evaluations = 0
+
+    def to_kernel(self, scores):
+        """Map (n, d) scores to kernel coordinates."""
+        return self.pre.to_kernel_coordinates(self.x, scores)[1]
+
+    def scores(self, theta):
+        self.evaluations += 1
+        try:
+            value = self.score_fn(self.x.copy(), theta.copy())
+        except Exception as err:
+            raise ValueError(
+                f"score_fn raised {type(err).__name__} at theta={theta.tolist()}: {err}"
+            ) from err
+        value = np.asarray(value, dtype=np.float64)
+        if value.shape == (self.n,) and self.d == 1:
+            value = value[:, None]
+        if value.shape != (self.n, self.d):
+            raise ValueError(f"score_fn returned shape {value.shape}; expected (n, d) = "
+                             f"({self.n}, {self.d}).")
+        if not np.all(np.isfinite(value)):
+            raise ValueError(f"score_fn returned non-finite values at theta={theta.tolist()}.")
+        return value
+
+    def value(self, scores):
+        """KSD^2_U and KSD (sqrt of the V-statistic) for (n, d) scores in x-space."""
+        sums = stein_row_sums(self.x[None], scores[None], c=self.c, beta=self.beta,
+                              preconditioner=self.pre)
+        off = 2.0 * float(sums.row_all.sum())
+        diagonal = float(sums.diagonal.sum())
+        return off / self.pairs, np.sqrt(max(off + diagonal, 0.0)) / self.n
+
+    def stein_sums(self, scores_k):
+        """h_i = sum_(j != i) [k(z_i, z_j) s_j + grad_(z_j) k(z_j, z_i)], kernel coords.
+
+        d KSD^2_U / d s_i = 2 h_i / (n (n - 1)) (see the Background page of the docs).
+        """
+        values_sum, grad_sum = _svgd_kernels.kernel_vector_sums(
+            self.z, scores_k, self.pre.a, kind=_svgd_kernels.IMQ, c2=self.c2, beta=self.beta)
+        return values_sum - self.c2**self.beta * scores_k + grad_sum
+
+    def jacobian(self, theta, k):
+        """d s(x_i) / d theta, (n, d, k), in kernel coordinates."""
+        if self.score_jacobian is not None:
+            try:
+                jac = np.asarray(self.score_jacobian(self.x.copy(), theta.copy()),
+                                 dtype=np.float64)
+            except Exception as err:
+                raise ValueError(f"score_jacobian raised {type(err).__name__}: {err}") from err
+            if jac.shape != (self.n, self.d, k):
+                raise ValueError(f"score_jacobian returned shape {jac.shape}; expected "
+                                 f"(n, d, k) = ({self.n}, {self.d}, {k}).")
+            if not np.all(np.isfinite(jac)):
+                raise ValueError("score_jacobian returned non-finite values.")
+        else:
+            jac = np.empty((self.n, self.d, k))
+            for a in range(k):
+                step = _FD_STEP * max(1.0, abs(theta[a]))
+                plus, minus = theta.copy(), theta.copy()
+                plus[a] += step
+                minus[a] -= step
+                jac[:, :, a] = (self.scores(plus) - self.scores(minus)) / (2.0 * step)
+        return np.stack([self.to_kernel(jac[:, :, a]) for a in range(k)], axis=2)
+
+    def value_and_gradient(self, theta):
+        scores = self.scores(theta)
+        value, _ = self.value(scores)
+        h = self.stein_sums(self.to_kernel(scores))
+        jac = self.jacobian(theta, theta.size)
+        gradient = 2.0 * np.einsum("ida,id->a", jac, h) / self.pairs
+        return value, gradient
+
+    def row_sum_gradients(self, theta):
+        """d/d theta of r_i = sum_(j != i) k_p(x_i, x_j), (n, k), by central differences."""
+        k = theta.size
+        out = np.empty((self.n, k))
+        for a in range(k):
+            step = _FD_STEP * max(1.0, abs(theta[a]))
+            rows = []
+            for sign in (1.0, -1.0):
+                shifted = theta.copy()
+                shifted[a] += sign * step
+                points = KernelPoints(self.x, self.scores(shifted), self.pre, self.c, self.beta)
+                rows.append(points.matvec(np.ones(self.n)) - points.diagonal)
+            out[:, a] = (rows[0] - rows[1]) / (2.0 * step)
+        return out
+
+
+def _linear_pieces(objective, theta0):
+    """A(x) (n, d, k) and b(x) (n, d) of a score declared linear, checked at two points."""
+    k = theta0.size
+    b = objective.scores(np.zeros(k))
+    eye = np.eye(k)
+    A = np.stack([objective.scores(eye[a]) - b for a in range(k)], axis=2)
+    for theta in (theta0, theta0 + 1.0):
+        direct = objective.scores(theta)
+        combined = np.einsum("nda,a->nd", A, theta) + b
+        # The size of the terms being added: rounding is relative to it.
+        size = (np.abs(direct).max() + np.abs(b).max()
+                + np.einsum("nda,a->nd", np.abs(A), np.abs(theta)).max())
+        if np.abs(direct - combined).max() > _LINEARITY_RTOL * max(size, 1e-300):
+            raise ValueError(
+                "linear=True but score_fn is not linear (affine) in theta: at "
+                f"theta={theta.tolist()} it differs from A(x) theta + b(x) (read off at "
+                "theta = 0 and the unit vectors) by "
+                f"{np.abs(direct - combined).max():.3g}. Use linear=False."
+            )
+    return A, b
+
+
+def _closed_form(objective, theta0):
+    """theta = -Q^-1 v for KSD^2_U = theta^T Q theta + 2 v^T theta + const."""
+    A, b = _linear_pieces(objective, theta0)
+    n, d, k = A.shape
+    A_k = np.stack([objective.to_kernel(A[:, :, a]) for a in range(k)], axis=2)
+    b_k = objective.to_kernel(b)
+    # One pass for every column: base-kernel sums of A's columns and of b, and the
+    # gradient sums g_i = sum_j grad_(z_j) k(z_j, z_i).
+    values = np.concatenate([A_k.reshape(n, d * k), b_k], axis=1)
+    values_sum, g = _svgd_kernels.kernel_vector_sums(
+        objective.z, values, objective.pre.a, kind=_svgd_kernels.IMQ, c2=objective.c2,
+        beta=objective.beta)
+    values_sum -= objective.c2**objective.beta * values  # leave out j = i
+    KA = values_sum[:, : d * k].reshape(n, d, k)
+    Kb = values_sum[:, d * k :]
+    Q = np.einsum("nda,ndb->ab", A_k, KA) / objective.pairs
+    Q = 0.5 * (Q + Q.T)
+    v = np.einsum("nda,nd->a", A_k, g + Kb) / objective.pairs
+    try:
+        cholesky = np.linalg.cholesky(Q)
+    except np.linalg.LinAlgError:
+        raise ValueError(
+            "KSD^2_U is not a strictly convex quadratic in theta for this data (its matrix "
+            f"Q has eigenvalues {np.round(np.linalg.eigvalsh(Q), 6).tolist()}): the "
+            "parameters are not identified by the score, or there are too few data points."
+        ) from None
+    theta = -np.linalg.solve(cholesky.T, np.linalg.solve(cholesky, v))
+    return theta, 2.0 * Q
+
+
+def _numerical(objective, theta0, bounds, max_iter, options):
+    from scipy.optimize import minimize
+
+    settings = {"maxiter": int(max_iter), "ftol": 1e-15, "gtol": 1e-12}
+    settings.update(options or {})
+    result = minimize(objective.value_and_gradient, theta0, jac=True, method="L-BFGS-B",
+                      bounds=bounds, options=settings)
+    theta = np.asarray(result.x, dtype=np.float64)
+    k = theta.size
+    hessian = np.empty((k, k))
+    for a in range(k):
+        step = _FD_STEP * max(1.0, abs(theta[a]))
+        plus, minus = theta.copy(), theta.copy()
+        plus[a] += step
+        minus[a] -= step
+        hessian[:, a] = (objective.value_and_gradient(plus)[1]
+                         - objective.value_and_gradient(minus)[1]) / (2.0 * step)
+    return theta, 0.5 * (hessian + hessian.T), result
+
+
+def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
+                parameter_names=None, c=1.0, beta=-0.5, preconditioner="standardize",
+                bounds=None, max_iter=1000, options=None):
+    """Fit a model known up to its normalising constant by minimising KSD^2_U.
+
+    Parameters
+    ----------
+    data : array_like, shape (n, d) or (n,)
+        Independent observations x_1..x_n.
+    score_fn : callable
+        ``score_fn(x, theta)``: grad_x log p_theta(x) at the (n, d) points x, as an
+        (n, d) array. Only the score is needed: p_theta may have an intractable
+        normalising constant.
+    theta0 : array_like, shape (k,)
+        Starting point of the optimiser (with ``linear=True``: any point; it sets k
+        and is one of the two points where linearity is checked).
+    linear : bool, default False
+        Declare the score linear (affine) in theta, s_theta(x) = A(x) theta + b(x), as
+        for every exponential family: KSD^2_U is then a quadratic in theta and its
+        minimiser is computed exactly. A(x) and b(x) are read off ``score_fn`` at
+        theta = 0 and at the unit vectors, and the claim is checked at ``theta0`` and
+        ``theta0 + 1`` (ValueError if it fails).
+    score_jacobian : callable, optional
+        ``score_jacobian(x, theta)``: d score / d theta, an (n, d, k) array, for the
+        gradient with ``linear=False``. Default: central differences of ``score_fn`` in
+        theta (2 k extra score evaluations per gradient; the kernel part of the
+        gradient is exact either way).
+    parameter_names : list of str, optional
+        Labels of the entries of theta (default ``theta[0]``, ...).
+    c, beta, preconditioner
+        The IMQ Stein kernel, as in :func:`steindiag.ksd`; the preconditioner is fixed
+        once from the data.
+    bounds : sequence of (low, high), optional
+        Bounds on theta for the optimiser (``linear=False``), as in
+        ``scipy.optimize.minimize``; None for no bound.
+    max_iter : int, default 1000
+        Optimiser iterations (``linear=False``).
+    options : dict, optional
+        Further options of ``scipy.optimize.minimize(method="L-BFGS-B")``; the defaults
+        are ``ftol=1e-15``, ``gtol=1e-12`` (statistical error, not the optimiser, should
+        limit the estimate).
+
+    Returns
+    -------
+    MinKSDFit
+        ``estimate``, ``standard_error`` (parameter) and ``covariance`` (parameter,
+        parameter_bis) as DataArrays; ``ksd2_u`` and ``ksd`` at the estimate;
+        ``converged``, ``n_iterations``, ``message``; ``attrs``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Invalid arguments; a score function that raises, returns the wrong shape or
+        non-finite values; ``linear=True`` with a score that is not linear in theta;
+        a quadratic without a unique minimiser (theta not identified by the data).
+
+    Notes
+    -----
+    With the IMQ Stein kernel k_p^theta built from s_theta,
+
+        KSD^2_U(theta) = [n (n - 1)]^-1 sum_(i != j) k_p^theta(x_i, x_j),
+
+    unbiased for KSD^2(q, p_theta), q the law of the data, and zero at theta* when the
+    model is right (Barp et al. 2019). For s_theta = A theta + b it equals
+    theta^T Q theta + 2 v^T theta + const with
+
+        Q = [n (n-1)]^-1 sum_(i != j) k(x_i, x_j) A_i^T A_j,
+        v = [n (n-1)]^-1 sum_i A_i^T [ sum_(j != i) k(x_i, x_j) b_j + grad_(x_j) k(x_j, x_i) ],
+
+    k the base kernel; theta = -Q^-1 v (a d k + d column kernel sum, O(n^2 d (k + 1))).
+    Otherwise L-BFGS-B with the gradient 2 [n (n-1)]^-1 sum_i J_i^T h_i, J_i = d s(x_i) /
+    d theta and h_i = sum_(j != i) [k(x_i, x_j) s_j + grad_(x_j) k(x_j, x_i)].
+
+    Standard errors: the estimate solves grad KSD^2_U = 0, a U-statistic whose Hoeffding
+    projection gives Var(grad KSD^2_U) ~ 4 Sigma / n, Sigma the covariance of
+    psi(x_i) = (n - 1)^-1 grad_theta sum_(j != i) k_p^theta(x_i, x_j) (central differences
+    of these row sums in theta: 2 k passes of O(n^2 d)); with H the Hessian of KSD^2_U
+    (exact for a linear score, central differences of the gradient otherwise),
+    Cov(theta_hat) ~ H^-1 (4 Sigma / n) H^-1. This is first-order asymptotics for
+    independent data; see the Background page of the docs. Memory O(n d k).
+
+    References
+    ----------
+    Barp, Briol, Duncan, Girolami & Mackey (2019), Minimum Stein discrepancy estimators,
+    NeurIPS.
+
+    Examples
+    --------
+    A Gaussian in its natural parameters (precision lam, eta = lam mu): s(x) = -lam x + eta.
+
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).normal(1.0, 2.0, size=500)   # mu = 1, sd = 2
+    >>> fit = steindiag.min_ksd_fit(x, lambda x, t: -t[0] * x + t[1], [1.0, 0.0],
+    ...                             linear=True, parameter_names=["lam", "eta"])
+    >>> lam = fit.estimate.sel(parameter="lam")
+    >>> bool(abs(lam - 0.25) < 4 * fit.standard_error.sel(parameter="lam"))   # truth 1/4
+    True
+    """
+    c, beta = check_kernel_args(c, beta)
+    x, theta0, names = _fit_iv(data, score_fn, theta0, linear, score_jacobian,
+                               parameter_names, bounds, max_iter)
+    n, d = x.shape
+    pre = make_preconditioner(preconditioner, x, [f"x[{j}]" for j in range(d)])
+    objective = _Objective(x, score_fn, score_jacobian, pre, c, beta)
+    if linear:
+        theta, hessian = _closed_form(objective, theta0)
+        converged, n_iterations, message = True, 0, "closed form"
+    else:
+        theta, hessian, result = _numerical(objective, theta0, bounds, max_iter, options)
+        converged, n_iterations = bool(result.success), int(result.nit)
+        message = str(result.message)
+    ksd2_u, ksd = objective.value(objective.scores(theta))
+    psi = objective.row_sum_gradients(theta) / (n - 1)
+    sigma = np.atleast_2d(np.cov(psi, rowvar=False))
+    try:
+        inverse = np.linalg.inv(hessian)
+    except np.linalg.LinAlgError:
+        inverse = np.full_like(hessian, np.nan)
+    covariance = inverse @ (4.0 * sigma / n) @ inverse.T
+    covariance = 0.5 * (covariance + covariance.T)
+    coords = {"parameter": names}
+    estimate = xr.DataArray(theta, dims=("parameter",), coords=coords, name="estimate")
+    standard_error = xr.DataArray(
+        np.sqrt(np.maximum(np.diag(covariance), 0.0)), dims=("parameter",), coords=coords,
+        name="standard_error",
+        attrs={"long_name": "asymptotic standard error (Hoeffding projection, sandwich)"})
+    covariance = xr.DataArray(
+        covariance, dims=("parameter", "parameter_bis"),
+        coords={"parameter": names, "parameter_bis": names}, name="covariance")
+    attrs = {
+        "kernel": "IMQ", "stein_operator": "Langevin", "c": c, "beta": beta,
+        **pre.attrs(), "n_data": int(n), "n_dim": int(d),
+        "method": "closed form (linear score)" if linear else "L-BFGS-B",
+        "gradient": ("exact" if linear else
+                     "kernel sums exact, dscore/dtheta " +
+                     ("from score_jacobian" if score_jacobian is not None
+                      else "by central differences")),
+        "score_evaluations": int(objective.evaluations),
+    }
+    return MinKSDFit(estimate=estimate, standard_error=standard_error, covariance=covariance,
+                     ksd2_u=float(ksd2_u), ksd=float(ksd), converged=converged,
+                     n_iterations=n_iterations, message=message, attrs=attrs)
