@@ -1,7 +1,7 @@
 """Engine benchmark: steindiag vs stein-thinning (PyPI) vs plain NumPy, same run.
 
 Reports, for N (pooled draws, one chain) in {5k, 20k, 50k} and d in {2, 10, 50, 200}:
-wall time (median of several runs), pairs/s, GFLOP/s at 8d + 20 flops a pair (MATH.md
+wall time (median of several runs), pairs/s, GFLOP/s at 8d + 20 flops a pair (the docs' background page
 section 4), the fraction of a float64 NumPy matmul peak measured in this run, the
 running-curve / single-value time ratio, extra peak memory, and speed-ups over the
 peers. Also the first-call time (cold compile and warm cache) in fresh processes and
@@ -81,7 +81,7 @@ def numpy_ksd_v(x, s, block=512):
         q = 1.0 + np.einsum("ijk,ijk->ij", u, u)
         uds = np.einsum("ijk,ijk->ij", u, si[:, None, :] - s[None, :, :])
         ss = si @ s.T
-        # MATH.md section 2 with A = I, c = 1, beta = -1/2 (u^T A^2 u = q - 1).
+        # the docs' background page with A = I, c = 1, beta = -1/2 (u^T A^2 u = q - 1).
         total += np.sum(-3.0 * q**-2.5 * (q - 1.0) + q**-1.5 * (d + uds) + q**-0.5 * ss)
     return np.sqrt(total) / n
 

@@ -1,9 +1,9 @@
 """The Stein-kernel engine against independent truth.
 
 Sources of truth:
-- ``reference.py``: slow plain-NumPy implementation straight from MATH.md (full A matrix,
+- ``reference.py``: slow plain-NumPy implementation straight from the docs' background page (full A matrix,
   explicit N x N kernel matrix, prefixes recomputed from scratch).
-- Closed forms from MATH.md section 3 (N(0, I_d) target, A = I, c = 1, beta = -1/2).
+- Closed forms from the docs' background page (N(0, I_d) target, A = I, c = 1, beta = -1/2).
 - Properties (permutation, rescaling, thread count, tile size).
 """
 
@@ -48,7 +48,7 @@ def _assert_matches_reference(x, s, preconditioner, c=1.0, beta=-0.5, method="au
     "preconditioner", ["identity", "standardize", "med", "sclmed", "smpcov"]
 )
 def test_named_preconditioners_match_reference(method, preconditioner):
-    # Truth: reference.py (independent plain-NumPy implementation of MATH.md).
+    # Truth: reference.py (independent plain-NumPy implementation of the docs' background page).
     x, s = _target_draws(np.random.default_rng(1), 3, 17, 4)
     _assert_matches_reference(x, s, preconditioner, method=method)
 
@@ -178,7 +178,7 @@ def test_one_chain_two_dimensional_input():
 
 
 def test_diagonal_closed_form_standard_normal():
-    # MATH.md section 3: for p = N(0, I_d), A = I, c = 1, beta = -1/2: k_p(x, x) = d + |x|^2,
+    # the docs' background page: for p = N(0, I_d), A = I, c = 1, beta = -1/2: k_p(x, x) = d + |x|^2,
     # so ksd_iid^2 * N = mean_i (d + |x_i|^2).
     rng = np.random.default_rng(7)
     d, n = 4, 50
@@ -192,7 +192,7 @@ def test_diagonal_closed_form_standard_normal():
 
 
 def test_exact_draws_expectations_standard_normal():
-    # MATH.md section 3: exact i.i.d. N(0, I_d) draws, A = I, c = 1, beta = -1/2:
+    # the docs' background page: exact i.i.d. N(0, I_d) draws, A = I, c = 1, beta = -1/2:
     # E[KSD^2_V] = 2d/N and E[KSD^2_U] = 0. Each chain is an independent replicate.
     rng = np.random.default_rng(8)
     n_rep, n, d = 400, 100, 3
@@ -311,7 +311,7 @@ def test_default_preconditioner_is_invariant_to_rescaling(seed, log_factor, coor
     s2[..., coordinate] /= factor
     a = steindiag.ksd(x, score=s)
     b = steindiag.ksd(x2, score=s2)
-    # Truth: "standardize" is a change of variables x -> x / scale (MATH.md / issue 2).
+    # Truth: "standardize" is a change of variables x -> x / scale (the background page / issue 2).
     np.testing.assert_allclose(b["ksd"].values, a["ksd"].values, rtol=1e-10)
     np.testing.assert_allclose(b["ksd_pooled"].values, a["ksd_pooled"].values, rtol=1e-10)
 

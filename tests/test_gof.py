@@ -1,6 +1,6 @@
 """Tests of the KSD goodness-of-fit test ``ksd_test`` and its many-right-hand-side engine.
 
-Sources of truth: the explicit N x N Stein kernel matrix of tests/reference.py (MATH.md
+Sources of truth: the explicit N x N Stein kernel matrix of tests/reference.py (the docs' background page
 sections 2-3); closed forms (a test of exact level rejects with probability alpha, so
 the number of rejections among R independent replicates is Binomial(R, alpha); the
 lag-k correlation (1 - 2a)^k of a +-1 Markov chain flipping with probability a; the
@@ -141,7 +141,7 @@ def test_statistic_is_n_times_ksd2_v():
     lam = lambda_for("med", x.reshape(-1, 2))
     A = np.linalg.inv(lam)
     for ch in range(2):
-        # Truth: N KSD^2_V with the reference V-statistic (MATH.md section 3).
+        # Truth: N KSD^2_V with the reference V-statistic (the docs' background page).
         np.testing.assert_allclose(res["statistic"][ch], 150 * ksd_v2(x[ch], s[ch], A),
                                    rtol=1e-12)
     np.testing.assert_allclose(res["statistic_pooled"],
@@ -457,7 +457,7 @@ def test_pymc_trace_of_exact_draws_is_not_rejected():
     })
     res = steindiag.ksd_test(posterior, model, n_bootstrap=200, rng=0)
     # Truth: exact draws of the prior are draws of the model's density; in the
-    # unconstrained space with the Jacobian (MATH.md section 1) the null holds, so a
+    # unconstrained space with the Jacobian (the docs' background page) the null holds, so a
     # p-value below 0.01 would happen with probability 0.01 per chain (seed fixed).
     assert np.all(res["pvalue"].values > 0.01) and float(res["pvalue_pooled"]) > 0.01
     assert res.attrs["space"] == "unconstrained" and res.attrs["bootstrap"] == "wild"

@@ -1,6 +1,6 @@
 """Tests of ``mmd`` (MMD^2 between chains or two samples, block permutations) and ``plot_mmd``.
 
-Sources of truth: the explicit-matrix MMD^2_U of tests/reference.py (MATH.md section 9,
+Sources of truth: the explicit-matrix MMD^2_U of tests/reference.py (the docs' background page,
 written independently of the engine); closed forms (a test of exact level gives
 Binomial(R, alpha) rejections and uniform p-values over independent replicates);
 published behaviour (score-based discrepancies are blind to mixing weights and isolated
@@ -53,7 +53,7 @@ def ar1(rng, n_chain, n_draw, rho, d=1, mean=0.0):
 
 
 def reference_transform(pooled, preconditioner):
-    """(map of draws, A) written from MATH.md, independent of steindiag."""
+    """(map of draws, A) written from the docs' background page, independent of steindiag."""
     if preconditioner == "standardize":
         def transform(x):
             return standardize_reference(pooled, x, x)[0]
@@ -261,7 +261,7 @@ def test_chains_in_different_modes_ksd_blind_mmd_flags():
     x[1] += 4.0
     score = mixture_score(x)
     test = steindiag.ksd_test(x, score=score, n_bootstrap=200, rng=6)
-    # Truth (Wenliang & Kanagawa 2020; MATH.md section 8): near one mode the mixture's
+    # Truth (Wenliang & Kanagawa 2020; the docs' background page): near one mode the mixture's
     # score is that mode's, so a chain stuck in a mode passes the KSD test, and both
     # chains pooled are a correct sample of the mixture (equal weights).
     assert np.all(test["pvalue"].values > 0.01), test["pvalue"].values

@@ -4,9 +4,9 @@ Sources of truth:
 - The numbers on the plot are the arrays in the ``ksd_path`` / ``ksd`` Dataset (exact equality:
   the plots must not transform them).
 - The slope guide: y = y0 (n / n0)^(-1/2), a closed form with log-log slope exactly -1/2.
-- The Stein-kernel figure: ``reference.imq_stein_kernel_matrix`` (plain NumPy from MATH.md
+- The Stein-kernel figure: ``reference.imq_stein_kernel_matrix`` (plain NumPy from the docs' background page
   section 2, written independently of ``steindiag.plots``) with d = 1 and A = 1 / lengthscale^2,
-  and the diagonal k_p(x, x) = -2 beta c^(2 beta - 2) tr(A) + c^(2 beta) |s(x)|^2 (MATH.md).
+  and the diagonal k_p(x, x) = -2 beta c^(2 beta - 2) tr(A) + c^(2 beta) |s(x)|^2 (the docs' background page).
 """
 
 import importlib.util
@@ -312,7 +312,7 @@ def test_stein_kernel_terms_sum_to_reference(score, y, lengthscale, c, beta, tmp
 
 
 def test_stein_kernel_diagonal_and_vanishing_terms():
-    # At x = y' the total is k_p(y', y') = -2 beta c^(2beta-2) a + c^(2beta) s(y')^2 (MATH.md).
+    # At x = y' the total is k_p(y', y') = -2 beta c^(2beta-2) a + c^(2beta) s(y')^2 (the docs' background page).
     c, beta, lengthscale, y = 1.5, -0.5, 0.8, 0.7
     fig = plot_stein_kernel(lambda x: -x, y=y, x=np.array([y - 1.0, y, y + 1.0]),
                             lengthscale=lengthscale, c=c, beta=beta)

@@ -6,9 +6,9 @@ Sources of truth (each assertion names its own):
 - the value variables PyMC itself stores with ``include_transformed=True``;
 - exact draws (``pm.draw`` of prior-only models, NumPy's Exp(1) sampler) with the Stein
   identity E_p[k_p(X, Y)] = 0 and the variance of a degenerate U-statistic;
-- MATH.md section 1 (Exp(1): about 0 in log space with the Jacobian, 0.66 without it,
+- the docs' background page (Exp(1): about 0 in log space with the Jacobian, 0.66 without it,
   1.00 in the constrained space), and the population KSD^2 estimated from independent
-  pairs with the kernel written out below from MATH.md section 2.
+  pairs with the kernel written out below from the docs' background page.
 """
 
 import warnings
@@ -68,7 +68,7 @@ def _point(model, flat_row):
 
 
 def _stein_kernel_pairs(x, sx, y, sy, c=1.0, beta=-0.5):
-    """k_p(x_i, y_i) for paired rows, A = I (MATH.md section 2, written out here)."""
+    """k_p(x_i, y_i) for paired rows, A = I (the docs' background page, written out here)."""
     u = x - y
     r2 = np.sum(u * u, axis=-1)
     q = c**2 + r2
@@ -199,7 +199,7 @@ def test_labels_attrs_and_chunking(transforms_model, transforms_prior_trace):
     assert prepared.attrs["value_variables"] == [v.name for v in transforms_model.value_vars]
     assert prepared.attrs["transforms"] == ["none", "interval", "log", "logodds", "simplex",
                                             "ordered", "zerosum", "cholesky-cov-packed"]
-    assert "twice_a" not in "".join(prepared.parameter)  # MATH.md 1: no Deterministics
+    assert "twice_a" not in "".join(prepared.parameter)  # the background page: no Deterministics
     chunked = prepare_trace(transforms_prior_trace, transforms_model, chunk_size=7)
     # Truth: draws do not interact, so the chunk size cannot change any number.
     np.testing.assert_array_equal(chunked.scores, prepared.scores)
@@ -247,7 +247,7 @@ def test_nutpie_layout_with_model(transforms_model, transforms_prior_trace):
 
 
 # ------------------------------------------------------------------------------------
-# exact draws: KSD agrees with the i.i.d. floor; MATH.md's Exp(1) example
+# exact draws: KSD agrees with the i.i.d. floor; the background page's Exp(1) example
 # ------------------------------------------------------------------------------------
 
 
@@ -262,7 +262,7 @@ def test_exact_prior_draws_reach_iid_floor():
         # Standard deviations kept away from 0: with sd_dist=HalfNormal the score of the
         # off-diagonal Cholesky entry is heavy-tailed (about L10 / L11^2), the Stein
         # kernel's variance is then not finite in practice and no tolerance from the
-        # variance holds (MATH.md 8: heavy tails are outside the theory).
+        # variance holds (the background page: heavy tails are outside the theory).
         pm.LKJCholeskyCov("L", n=3, eta=6.0, sd_dist=pm.Gamma.dist(20.0, 20.0),
                           compute_corr=False)
     posterior = _prior_posterior(model, 4, 400, seed=2024)
@@ -272,7 +272,7 @@ def test_exact_prior_draws_reach_iid_floor():
     # Truth: Stein identity, E[KSD^2_U] = 0 for exact draws of p in the unconstrained
     # space with the Jacobian; tolerance 5 SD of the degenerate U-statistic.
     assert abs(float(result["ksd2_u_pooled"])) < 5 * sd_u
-    # V = (N-1)/N U + iid floor^2 (MATH.md 3): KSD agrees with the i.i.d. floor.
+    # V = (N-1)/N U + iid floor^2 (the background page): KSD agrees with the i.i.d. floor.
     assert float(result["ksd_pooled"]) ** 2 < float(result["ksd_iid_pooled"]) ** 2 + 5 * sd_u
 
 
@@ -316,9 +316,9 @@ def test_exp1_example_from_math_md(case, math_md_value):
     else:
         # Var(U) <= 4 Var(h) / N for an order-2 U-statistic (zeta_1 <= zeta_2).
         tolerance = 5 * 2 * sd_h / np.sqrt(n) + 5 * sd_h / np.sqrt(m)
-    # Truth: the population value from independent pairs (kernel from MATH.md 2).
+    # Truth: the population value from independent pairs (kernel from the background page).
     assert abs(float(result["ksd2_u_pooled"]) - population) < tolerance
-    # Truth: MATH.md section 1's figures (about 0 / 0.66 / 1.00, two decimals).
+    # Truth: the docs' background page's figures (about 0 / 0.66 / 1.00, two decimals).
     assert abs(population - math_md_value) < 0.01 + 5 * sd_h / np.sqrt(m)
 
 

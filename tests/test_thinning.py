@@ -1,7 +1,7 @@
 """Tests of ``stein_thin``.
 
 Sources of truth: a brute-force argmin over the explicit kernel matrix of
-tests/reference.py (MATH.md sections 2 and 6), the ``stein_thinning`` package of
+tests/reference.py (the docs' background page), the ``stein_thinning`` package of
 Riabiz et al. (PyPI) where installed, closed-form log densities, scores and second
 derivatives (Student-t), and the trace that was thinned.
 """
@@ -244,7 +244,7 @@ def test_selection_is_valid_and_deterministic(seed, n_draw, d, n_points):
     assert np.all((first.index >= 0) & (first.index < 2 * n_draw))
     np.testing.assert_array_equal(first.index, second.index)
     np.testing.assert_array_equal(first.thinned[0], x.reshape(-1, d)[first.index])
-    # Greedy: the first point minimises k_p(x, x) = c^(2b) |s|^2 + const (MATH.md 2).
+    # Greedy: the first point minimises k_p(x, x) = c^(2b) |s|^2 + const (the background page).
     assert first.index[0] == np.argmin(np.sum(x.reshape(-1, d) ** 2 * _std_scale(x) ** 2, 1))
 
 
