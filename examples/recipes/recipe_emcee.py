@@ -30,6 +30,7 @@ batched_log_prob = jax.jit(jax.vmap(log_prob))
 n_walkers, d = 16, 2
 sampler = emcee.EnsembleSampler(n_walkers, d, lambda x: np.asarray(batched_log_prob(x)),
                                 vectorize=True)
+sampler.random_state = np.random.RandomState(1).get_state()   # reproducible runs
 start = np.random.default_rng(1).normal([1.0, 0.5], 0.1, size=(n_walkers, d))
 sampler.run_mcmc(start, 3000, progress=False)
 
