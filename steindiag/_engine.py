@@ -52,10 +52,10 @@ _MIN_CHUNK_CHAINS = 16
 # Above this many chains the pooled sums run over the draws as one time-major sequence
 # and the same-chain sums in a separate pass (``_row_sums_many_chains``): with many short
 # chains the per-chain inner loops and BLAS tiles (256 draws over all chains) get too
-# short. Measured (N = 24,000, 2 shared cores; benchmarks/bench_chains.py): the fused path
-# is as fast either way up to 64 chains and 2.6x faster at 2,000 chains of 12 draws; the
-# BLAS path is 1.3x faster from 32 chains and 7.8x at 2,000; at 8-16 chains both ways are
-# within the noise (5%).
+# short. Measured (N = 24,000, 2 shared cores; benchmarks/results/chains.md): the fused
+# path is as fast either way up to 64-250 chains and 2.9x faster at 2,000 chains of 12
+# draws; the BLAS path is 1.3x faster at 32 chains, 1.9x at 64 and 7.3x at 2,000; at 8-16
+# chains both ways are within the noise (5%). Many chains now take the time of one.
 _MANY_CHAINS = {"fused": 64, "gemm": 16}
 
 
