@@ -27,6 +27,7 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/bench_engine.py
+	$(PY) benchmarks/bench_chains.py
 	$(PY) benchmarks/bench_scores.py
 	$(PY) benchmarks/bench_weights.py
 	$(PY) benchmarks/bench_test.py
