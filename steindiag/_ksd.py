@@ -104,7 +104,7 @@ def array_layout(array, sample_dims, name):
                 f"{name}[..., None], shape (chain, draw, 1)); if it really is (draw, d), "
                 "pass sample_dims=('draw',)."
             )
-        if array.ndim == 3 and array.shape[0] > array.shape[1] >= 1:
+        if array.ndim == 3 and array.shape[0] > array.shape[1] >= 2:
             warn_user(
                 f"{name} has shape {array.shape}, read as (chain, draw, d): {array.shape[0]} "
                 f"chains of {array.shape[1]} draws each. If it is (draw, chain, d), as "
