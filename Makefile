@@ -5,6 +5,9 @@
 
 PYTHON ?= python3
 VENV ?= .venv
+# Extras installed for `make test`; CI adds `ecosystems` on one Python (numpyro, blackjax,
+# emcee, pystan: tests/test_ecosystems.py runs the user guide's recipes).
+EXTRAS ?= test
 PY := $(VENV)/bin/python
 
 .PHONY: example test bench docs clean
@@ -12,7 +15,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 
 example: $(VENV)/.installed
@@ -24,6 +27,7 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/bench_engine.py
+	$(PY) benchmarks/bench_chains.py
 	$(PY) benchmarks/bench_scores.py
 	$(PY) benchmarks/bench_weights.py
 	$(PY) benchmarks/bench_test.py

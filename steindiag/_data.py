@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._types import SteinInput
+from steindiag._validate import warn_if_low_precision
 
 __all__ = ["prepare_trace"]
 
@@ -28,6 +29,9 @@ _COMPANION_GROUPS = {
 }
 # nutpie (store_unconstrained=True / store_gradient=True) writes these to sample_stats.
 _NUTPIE_DRAW, _NUTPIE_GRADIENT = "unconstrained_draw", "gradient"
+# Libraries whose stored draws are the sampler's own coordinates (no transforms): the
+# draws of their traces are taken as given with a score and no ``space``.
+_UNTRANSFORMED_LIBRARIES = ("emcee",)
 
 
 # --------------------------------------------------------------------------------------
@@ -290,6 +294,8 @@ def _user_scores(score, draws, labels, names, chain, draw, sample_dims, *, batch
         dataset = score if is_dataset else score.to_dataset(name="__score__")
         dataset, pair = _with_sample_dims(dataset, sample_dims, "score")
         dataset = _aligned(dataset, chain, draw, pair, "score")
+        for variable in dataset.data_vars.values():
+            warn_if_low_precision(variable.dtype, "score")
         if is_dataset:
             scores, _ = _flatten_dataset(dataset, names, pair, "score")
         else:
@@ -304,6 +310,7 @@ def _user_scores(score, draws, labels, names, chain, draw, sample_dims, *, batch
     values = np.asarray(score)
     if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
         raise TypeError(f"score must hold real numbers; got dtype {values.dtype}.")
+    warn_if_low_precision(values.dtype, "score")
     if values.shape != draws.shape:
         raise ValueError(
             f"score array must have the shape of the draws, (chain, draw, d) = {draws.shape}; "
@@ -549,9 +556,39 @@ def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sa
 # --------------------------------------------------------------------------------------
 
 
+def _inference_library(data, posterior):
+    """The library that wrote the trace (ArviZ's ``inference_library`` attribute), or None."""
+    for attrs in (posterior.attrs, getattr(data, "attrs", None) or {}):
+        library = attrs.get("inference_library")
+        if library:
+            return str(library)
+    return None
+
+
+def _check_trace_space(data, posterior, space, group_label):
+    """Refuse to guess the space of a sampler's stored draws against a user's score."""
+    library = _inference_library(data, posterior)
+    if space is not None or library is None or library.lower() in _UNTRANSFORMED_LIBRARIES:
+        return
+    raise ValueError(
+        f"the trace's {group_label} was written by {library} (attrs['inference_library']) "
+        "and score= is given without a model, so steindiag cannot tell which space the "
+        f"draws and the score are in. {library} stores constrained values (e.g. sigma > 0), "
+        "while the usual scores (numpyro's potential_energy, Stan's grad_log_prob or "
+        "log_density_gradient, a PyMC model's value variables) are in the unconstrained "
+        "space; mixing the two gives a plausible but wrong KSD. Either pass the "
+        "unconstrained draws as an array with their score (the user guide's recipes for "
+        "numpyro and Stan do this), or say what the trace holds: space='unconstrained' if "
+        "the stored variables are unconstrained coordinates and the score (log-Jacobian "
+        "included) is in them, space='constrained' if the score is grad log p of the stored "
+        "values themselves (valid only for a density smooth and positive on all of R^d). "
+        "For a PyMC trace, pass the model instead."
+    )
+
+
 def prepare_trace(data, model=None, *, score=None, batched=True, group="posterior",
                   var_names=None, coords=None, sample_dims=("chain", "draw"),
-                  chunk_size=None, compile_mode=None):
+                  chunk_size=None, compile_mode=None, space=None):
     """Draws and scores of a trace in the unconstrained space, as ``SteinInput``.
 
     Parameters
@@ -599,6 +636,11 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
         PyTensor mode for the model's batched score graph (default: "CVM", the C
         backend, when a C++ compiler is available, else "NUMBA"; see
         benchmarks/bench_scores.py for compile and run times).
+    space : {"unconstrained", "constrained"}, optional
+        With ``score`` and no ``model``: the space of the stored draws, in which the
+        score is grad log p; recorded in ``attrs["space"]`` ("as given" if None). Must be
+        given for a trace written by a sampler library that transforms its variables
+        (ArviZ's ``inference_library`` attribute, e.g. numpyro, Stan, PyMC; not emcee).
 
     Returns
     -------
@@ -695,6 +737,11 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
                     "p); without them the trace must hold nutpie's stored unconstrained "
                     "draws and gradients (store_unconstrained=True, store_gradient=True)."
                 )
+            if space == "constrained":
+                raise ValueError(
+                    "space='constrained' was given, but without score= the draws and scores "
+                    "are nutpie's stored unconstrained ones."
+                )
             parameter_dim = nutpie_draw.dims[2]
             labels = [str(v) for v in _coordinate(nutpie_draw.to_dataset(name="x"),
                                                   parameter_dim)]
@@ -707,13 +754,15 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
             attrs = {"space": "unconstrained",
                      "scores_from": "sample_stats['gradient'] (nutpie store_gradient=True)"}
         else:
+            _check_trace_space(data, posterior, space, group_label)
             if var_names is None:
                 var_names = (list(score.data_vars) if isinstance(score, xr.Dataset)
                              else list(posterior.data_vars))
             draws, labels = _flatten_dataset(posterior, var_names, pair, group_label)
             scores, source = _user_scores(score, draws, labels, var_names, chain, draw,
                                           sample_dims, batched=batched, chunk_size=chunk_size)
-            attrs = {"space": "as given", "variables": list(var_names)}
+            attrs = {"space": "as given" if space is None else space,
+                     "variables": list(var_names)}
         _where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
     if scores.shape != draws.shape:

@@ -13,6 +13,8 @@ Memory: each path holds one copy of draws and scores in its own layout (2 N d
 doubles for the fused path, 2-3 N d for the BLAS path's panels), O(N) row sums, and
 the BLAS path a Gram block of (2 * ``_GEMM_TILE_ROWS``)^2 doubles per thread (plus
 ``_GEMM_TILE_ROWS``^2 for a non-isotropic A); the N x N kernel matrix is never stored.
+With many chains (``_MANY_CHAINS``) the pooled sums run over the draws as one time-major
+sequence and the same-chain sums in a second, cheaper pass: 4 N d more doubles.
 """
 
 from dataclasses import dataclass
@@ -46,6 +48,15 @@ _CONSERVATIVE_FLOPS = 1e10
 # rows (draw indices) for the fused path, row tiles for the BLAS path.
 _MIN_CHUNK_ROWS = 128
 _MIN_CHUNK_TILES = 8
+_MIN_CHUNK_CHAINS = 16
+# Above this many chains the pooled sums run over the draws as one time-major sequence
+# and the same-chain sums in a separate pass (``_row_sums_many_chains``): with many short
+# chains the per-chain inner loops and BLAS tiles (256 draws over all chains) get too
+# short. Measured (N = 24,000, 2 shared cores; benchmarks/results/chains.md): the fused
+# path is as fast either way up to 64-250 chains and 2.9x faster at 2,000 chains of 12
+# draws; the BLAS path is 1.3x faster at 32 chains, 1.9x at 64 and 7.3x at 2,000; at 8-16
+# chains both ways are within the noise (5%). Many chains now take the time of one.
+_MANY_CHAINS = {"fused": 64, "gemm": 16}
 
 
 def _run_in_chunks(compute_rows, n_units, pairs_before, n_pairs_total, d, progress, min_units):
@@ -106,14 +117,23 @@ def _kernel_chunks(pre, draws, scores, chunk):
                    *pre.to_kernel_coordinates(draws[c, start:stop], scores[c, start:stop]))
 
 
-def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
+def _transposed(pre, draws, scores):
+    """Draws and scores in kernel coordinates as (chain, d, draw) arrays.
+
+    The innermost loops of the fused kernels run over draws with unit stride.
+    """
     n_chain, n_draw, d = draws.shape
-    # (chain, d, draw): the innermost loop runs over draws with unit stride.
     draws_t = np.empty((n_chain, d, n_draw))
     scores_t = np.empty((n_chain, d, n_draw))
     for c, start, stop, x_k, s_k in _kernel_chunks(pre, draws, scores, _CHUNK):
         draws_t[c, :, start:stop] = x_k.T
         scores_t[c, :, start:stop] = s_k.T
+    return draws_t, scores_t
+
+
+def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
+    n_chain, n_draw, d = draws.shape
+    draws_t, scores_t = _transposed(pre, draws, scores)
     row_same = np.empty((n_chain, n_draw))
     row_all = np.empty((n_chain, n_draw))
 
@@ -176,6 +196,45 @@ def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
 METHODS = {"fused": _row_sums_fused, "gemm": _row_sums_gemm}
 
 
+def _same_chain_sums(draws, scores, pre, c2, beta):
+    """Row sums over earlier draws of the same chain only, (chain, draw).
+
+    Runs in chunks of chains of about ``_CHUNK_SECONDS`` each, so that Ctrl-C is
+    honoured between them.
+    """
+    n_chain, n_draw, d = draws.shape
+    draws_t, scores_t = _transposed(pre, draws, scores)
+    row_same = np.empty((n_chain, n_draw))
+    expected = n_chain * n_draw * (n_draw - 1) / 2 * (8 * d + 20) / _CONSERVATIVE_FLOPS
+    n_chunks = int(min(max(1, np.ceil(expected / _CHUNK_SECONDS)),
+                       max(1, n_chain // _MIN_CHUNK_CHAINS)))
+    bounds = np.unique(np.round(np.linspace(0, n_chain, n_chunks + 1)).astype(int))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, c2, beta,
+                                     pre.trace_a, row_same, int(lo), int(hi))
+    return row_same
+
+
+def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress, **options):
+    """Row sums for many short chains: the pooled sums as one time-major sequence.
+
+    "Earlier" for the pooled sums is time-major order (draw index, then chain), so the
+    draws laid out in that order as one chain of N draws have exactly the pooled row
+    sums as their own, and every path then works on full-size tiles and long inner
+    loops. The same-chain sums, 1/n_chain of the pairs, come from a pass parallel over
+    chains. Adds 2 N d doubles (the time-major copy) to the path's own memory.
+    """
+    n_chain, n_draw, d = draws.shape
+
+    def time_major(array):
+        return np.ascontiguousarray(array.transpose(1, 0, 2)).reshape(1, n_chain * n_draw, d)
+
+    _, row_all = compute(time_major(draws), time_major(scores), pre, c2, beta,
+                         progress=progress, **options)
+    row_all = np.ascontiguousarray(row_all.reshape(n_draw, n_chain).T)
+    return _same_chain_sums(draws, scores, pre, c2, beta), row_all
+
+
 def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", progress=False,
                    **options):
     """Stein-kernel row sums of (chain, draw, d) draws and scores.
@@ -220,6 +279,10 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
         raise ValueError(
             f"method must be 'auto' or one of {sorted(METHODS)}; got {method!r}."
         ) from None
-    row_same, row_all = compute(draws, scores, preconditioner, c2, beta, progress=progress,
-                                **options)
+    if draws.shape[0] > _MANY_CHAINS[method]:
+        row_same, row_all = _row_sums_many_chains(compute, draws, scores, preconditioner, c2,
+                                                  beta, progress, **options)
+    else:
+        row_same, row_all = compute(draws, scores, preconditioner, c2, beta,
+                                    progress=progress, **options)
     return SteinSums(diagonal=diagonal, row_same=row_same, row_all=row_all)

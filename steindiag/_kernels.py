@@ -31,6 +31,7 @@ import numpy as np
 __all__ = [
     "lower_row_sums",
     "lower_row_sums_gemm",
+    "same_chain_row_sums",
     "stein_kernel_diagonal",
 ]
 
@@ -193,6 +194,40 @@ def lower_row_sums(
                             total_same = total
                     row_all[c, t] = total_all
                     row_same[c, t] = total_same
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def same_chain_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
+                        c_begin, c_end):
+    """Row sums of k_p over the earlier draws of the same chain only (fused per-pair loop).
+
+    Same layout and constants as ``lower_row_sums``; rows of chains c_begin..c_end-1 of
+    ``row_same`` (chain, draw) are written. Chains are split over threads, so this is the
+    pass to use when there are many chains: its work, n_chain n_draw^2 / 2 pairs, is
+    1/n_chain of the pooled pass.
+    """
+    d = draws_t.shape[1]
+    n_draw = draws_t.shape[2]
+    for c in nb.prange(c_begin, c_end):
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        for t in range(n_draw):
+            for k in range(d):
+                x_i[k] = draws_t[c, k, t]
+                s_i[k] = scores_t[c, k, t]
+            total = 0.0
+            for j0 in range(0, t, _BLOCK):
+                nj = min(_BLOCK, t - j0)
+                _accumulate_block(
+                    draws_t, scores_t, a, isotropic, c, j0, nj, x_i, s_i, qdist, a2dist,
+                    uads, ss,
+                )
+                total += _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+            row_same[c, t] = total
 
 
 # A pair's |z_i - z_j|^2 from |z_i|^2 + |z_j|^2 - 2 z_i.z_j is off by about

@@ -6,6 +6,8 @@ fixed from the pooled draws -> ``_engine.stein_row_sums`` (one O(N^2 d) pass) ->
 labelled ``xarray.Dataset``.
 """
 
+import sys
+
 import numpy as np
 import xarray as xr
 
@@ -18,6 +20,8 @@ from steindiag._validate import (
     check_kernel_args,
     check_method,
     evaluate_score_callable,
+    warn_if_low_precision,
+    warn_user,
 )
 
 __all__ = ["ksd", "ksd_path", "prepare_input"]
@@ -31,8 +35,108 @@ def _is_labelled(data):
     return module.startswith(("xarray", "arviz", "datatree"))
 
 
-def _prepare_arrays(data, score, batched):
-    draws = as_draws_array(data, "data")
+# For arrays, sample_dims names the leading axes; the next axis (if any) is the parameter.
+# value: {ndim: function giving the (chain, draw, d) view}
+_ARRAY_LAYOUTS = {
+    ("chain", "draw"): {3: lambda a: a, 2: lambda a: a[:, :, None]},
+    ("draw", "chain"): {3: lambda a: a.transpose(1, 0, 2), 2: lambda a: a.T[:, :, None]},
+    ("draw",): {2: lambda a: a[None], 1: lambda a: a[None, :, None]},
+}
+_ARRAY_SHAPES = {
+    ("chain", "draw"): "(chain, draw, d) or (chain, draw) for d = 1",
+    ("draw", "chain"): "(draw, chain, d) or (draw, chain) for d = 1",
+    ("draw",): "(draw, d) or (draw,) for d = 1",
+}
+SPACES = ("unconstrained", "constrained")
+
+
+def check_space(space, model):
+    """``space`` is None, "unconstrained" or "constrained"; a PyMC model fixes it."""
+    if space is None:
+        return
+    if not isinstance(space, str) or space not in SPACES:
+        raise ValueError(f"space must be None, 'unconstrained' or 'constrained'; got {space!r}.")
+    if model is not None and space != "unconstrained":
+        raise ValueError(
+            "with model=, draws and scores are in the model's unconstrained space (its value "
+            f"variables); space={space!r} cannot be combined with a model."
+        )
+
+
+def _array_sample_dims(sample_dims):
+    if sample_dims is None:
+        return None
+    if isinstance(sample_dims, str):
+        sample_dims = (sample_dims,)
+    try:
+        sample_dims = tuple(sample_dims)
+    except TypeError:
+        sample_dims = None
+    if sample_dims not in _ARRAY_LAYOUTS:
+        raise ValueError(
+            "for an array, sample_dims names its leading axes: ('chain', 'draw'), "
+            "('draw', 'chain') (emcee's get_chain()) or ('draw',) (one chain); the axis "
+            f"after them, if any, holds the parameters. Got sample_dims={sample_dims!r}."
+        )
+    return sample_dims
+
+
+def array_layout(array, sample_dims, name):
+    """View of a NumPy array as (chain, draw, d), as its ``sample_dims`` say.
+
+    ``sample_dims=None``: (chain, draw, d), or (draw, d) for one chain. Refuses a 2-D
+    array with no more rows than columns (it reads as fewer draws than parameters, as a
+    (chain, draw) array of a one-parameter target would), and warns for more chains than
+    draws per chain (emcee's get_chain() is (draw, walker, d)): explicit ``sample_dims``
+    settle both.
+    """
+    if sample_dims is None:
+        if array.ndim == 1:
+            raise ValueError(
+                f"{name} has shape {array.shape}: for one chain of a one-parameter target "
+                "pass sample_dims=('draw',) (or a (draw, 1) array)."
+            )
+        if array.ndim == 2 and 0 < array.shape[0] <= array.shape[1]:
+            raise ValueError(
+                f"{name} has shape {array.shape}: a 2-D array is read as (draw, d), here "
+                f"{array.shape[0]} draws of {array.shape[1]} parameters. If it is (chain, "
+                "draw) of a one-parameter target, pass sample_dims=('chain', 'draw') (or "
+                f"{name}[..., None], shape (chain, draw, 1)); if it really is (draw, d), "
+                "pass sample_dims=('draw',)."
+            )
+        if array.ndim == 3 and array.shape[0] > array.shape[1] >= 2:
+            warn_user(
+                f"{name} has shape {array.shape}, read as (chain, draw, d): {array.shape[0]} "
+                f"chains of {array.shape[1]} draws each. If it is (draw, chain, d), as "
+                "emcee's get_chain() returns (step, walker, d), pass sample_dims=('draw', "
+                "'chain') or swap the axes with np.swapaxes(x, 0, 1); if these are chains, "
+                "pass sample_dims=('chain', 'draw') to say so."
+            )
+    elif array.ndim not in _ARRAY_LAYOUTS[sample_dims]:
+        raise ValueError(
+            f"{name} must have shape {_ARRAY_SHAPES[sample_dims]} with "
+            f"sample_dims={sample_dims}; got shape {array.shape}."
+        )
+    return _apply_layout(array, sample_dims)
+
+
+def _apply_layout(array, sample_dims):
+    if sample_dims is None:
+        return array[None] if array.ndim == 2 else array
+    return _ARRAY_LAYOUTS[sample_dims][array.ndim](array)
+
+
+def _raw_array(value, name):
+    try:
+        return np.asarray(value)
+    except Exception as err:  # noqa: BLE001 - anything numpy cannot take
+        raise TypeError(f"{name} must be array-like; got {type(value).__name__}.") from err
+
+
+def _prepare_arrays(data, score, batched, sample_dims=None, space=None):
+    sample_dims = _array_sample_dims(sample_dims)
+    raw = _raw_array(data, "data")
+    draws = as_draws_array(array_layout(raw, sample_dims, "data"), "data")
     n_chain, n_draw, d = draws.shape
     if score is None:
         raise TypeError(
@@ -44,12 +148,14 @@ def _prepare_arrays(data, score, batched):
         scores = evaluate_score_callable(score, draws, batched=batched)
         source = "callable"
     else:
-        scores = as_draws_array(score, "score")
-        if scores.shape != draws.shape:
+        raw_score = _raw_array(score, "score")
+        if raw_score.shape != raw.shape:
             raise ValueError(
-                f"score must have the same shape as data; got score {np.shape(score)} and "
-                f"data {np.shape(data)}."
+                f"score must have the same shape as data; got score {raw_score.shape} and "
+                f"data {raw.shape}."
             )
+        scores = as_draws_array(_apply_layout(raw_score, sample_dims), "score")
+        warn_if_low_precision(raw_score.dtype, "score")
         source = "arrays"
     check_finite(scores, "score")
     return SteinInput(
@@ -58,44 +164,87 @@ def _prepare_arrays(data, score, batched):
         chain=np.arange(n_chain),
         draw=np.arange(n_draw),
         parameter=[f"x[{k}]" for k in range(d)],
-        attrs={"space": "as given", "score_source": source},
+        attrs={"space": "as given" if space is None else space, "score_source": source},
+    )
+
+
+def _is_placeholder_score(score):
+    """``mmd``'s placeholder (zeros): it needs draws only and never reads the scores."""
+    mmd_module = sys.modules.get("steindiag._mmd")
+    return mmd_module is not None and score is getattr(mmd_module, "_no_score", None)
+
+
+def warn_zero_score_columns(prepared):
+    """Warn about parameters whose score is exactly 0 at every draw while the draws vary.
+
+    No proper density is flat along a coordinate; such a column is almost always a
+    deterministic quantity (numpyro.deterministic, a PyMC Deterministic, a Stan
+    generated quantity) flattened into the draws, and it inflates KSD.
+    """
+    d = prepared.draws.shape[2]
+    zero = np.all(prepared.scores.reshape(-1, d) == 0.0, axis=0)
+    if not zero.any():
+        return
+    flat = prepared.draws.reshape(-1, d)
+    varies = flat.max(axis=0) > flat.min(axis=0)
+    columns = np.flatnonzero(zero & varies)
+    if columns.size == 0:
+        return
+    names = [prepared.parameter[k] for k in columns[:10]]
+    more = f" and {columns.size - 10} more" if columns.size > 10 else ""
+    warn_user(
+        f"the score is exactly 0 at every draw for {columns.size} of {d} parameter(s), "
+        f"{names}{more}, while their draws vary: log p does not depend on them, so they are "
+        "not parameters of the target. This is usually a deterministic quantity "
+        "(numpyro.deterministic, a PyMC Deterministic, a Stan transformed parameter or "
+        "generated quantity) flattened into the draws; it inflates KSD. Leave it out "
+        "(var_names= for a trace; keep only the sampled sites when flattening)."
     )
 
 
 def prepare_input(data, model=None, *, score=None, batched=True, group="posterior",
-                  var_names=None, coords=None, sample_dims=None):
-    """Turn any supported ``data`` + score source into a validated ``SteinInput``."""
+                  var_names=None, coords=None, sample_dims=None, space=None):
+    """Turn any supported ``data`` + score source into a validated ``SteinInput``.
+
+    ``space`` (None, "unconstrained" or "constrained") states the space of the draws and
+    of the score when no model defines it; see :func:`steindiag.ksd`.
+    """
+    check_space(space, model)
     if _is_labelled(data):
         from steindiag._data import prepare_trace
 
         prepared = prepare_trace(
             data, model, score=score, batched=batched, group=group, var_names=var_names,
             coords=coords, sample_dims=("chain", "draw") if sample_dims is None else sample_dims,
+            space=space,
         )
         as_draws_array(prepared.draws, "data")
         check_finite(prepared.draws, "draws", prepared.chain, prepared.draw)
         check_finite(prepared.scores, "scores", prepared.chain, prepared.draw)
-        return prepared
-    if model is not None:
-        raise TypeError(
-            "model can only be used with a trace (InferenceData, DataTree or Dataset); "
-            "for arrays pass score= (an array or a callable)."
-        )
-    for name, value in (("var_names", var_names), ("coords", coords)):
-        if value is not None:
-            raise TypeError(f"{name} applies to labelled traces only; data is an array.")
-    return _prepare_arrays(data, score, batched)
+    else:
+        if model is not None:
+            raise TypeError(
+                "model can only be used with a trace (InferenceData, DataTree or Dataset); "
+                "for arrays pass score= (an array or a callable)."
+            )
+        for name, value in (("var_names", var_names), ("coords", coords)):
+            if value is not None:
+                raise TypeError(f"{name} applies to labelled traces only; data is an array.")
+        prepared = _prepare_arrays(data, score, batched, sample_dims, space)
+    if not _is_placeholder_score(score):
+        warn_zero_score_columns(prepared)
+    return prepared
 
 
 def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var_names,
-             coords, sample_dims, method, progress):
+             coords, sample_dims, method, progress, space=None):
     c, beta = check_kernel_args(c, beta)
     check_method(method, {"auto", *METHODS})
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False; got {progress!r}.")
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, space=space,
     )
     d = prepared.draws.shape[2]
     pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)
@@ -142,8 +291,9 @@ def _sqrt_v(total, count):
 
 _COMMON_PARAMETERS = """\
     data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
-        Draws. An array of shape (chain, draw, d), or (draw, d) for one chain; or a
-        trace (``pm.sample`` output, or its posterior Dataset).
+        Draws. An array of shape (chain, draw, d), or (draw, d) for one chain (other
+        layouts with ``sample_dims``); or a trace (``pm.sample`` output, or its
+        posterior Dataset).
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
         space (value variables, ``model.logp(jacobian=True)``).
@@ -164,18 +314,36 @@ _COMMON_PARAMETERS = """\
         Group of a trace holding the draws.
     var_names, coords : optional
         Subset of the trace's variables (ArviZ conventions).
-    sample_dims : sequence of str, default ("chain", "draw")
+    sample_dims : sequence of str, optional
+        For a trace, the names of the chain and draw dimensions (default ("chain",
+        "draw")). For an array, the meaning of its leading axes: ("chain", "draw"),
+        ("draw", "chain") (emcee's ``get_chain()``) or ("draw",) (one chain); the axis
+        after them, if any, holds the parameters, so a 2-D array with
+        ``sample_dims=("chain", "draw")`` is (chain, draw) of a one-parameter target.
+        Without it an array is (chain, draw, d) or (draw, d); a 2-D array with no more
+        rows than columns is refused and a 3-D one with more chains than draws warns
+        (both are often another layout): pass ``sample_dims`` to settle it.
     method : {"auto", "fused", "gemm"}, default "auto"
         Engine path; all give the same numbers (to rounding).
     progress : bool or None, default None
         Progress bar on stderr (tqdm if installed). None: only when interactive and the
         pass is expected to take more than a few seconds. Ctrl-C stops the pass between
-        chunks of about 0.25 s; no thread is left running."""
+        chunks of about 0.25 s; no thread is left running.
+    space : {"unconstrained", "constrained"}, optional
+        With ``score`` and no ``model``: the space the draws are in, in which ``score``
+        is grad log p. ``"unconstrained"``: coordinates on all of R^d (a sampler's
+        unconstrained space, log-Jacobian included in log p); ``"constrained"``: the
+        model's own variables (the Stein identity then needs a density that is smooth
+        and positive on all of R^d; a bounded variable biases KSD, see the Background
+        page). Recorded in ``attrs["space"]`` ("as given" when None). Required for a
+        trace written by a library that transforms its variables (ArviZ's
+        ``inference_library`` attribute: numpyro, Stan, PyMC without ``model``, ...), whose
+        stored values are constrained while the usual scores are not."""
 
 
 def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
-        sample_dims=None, method="auto", progress=None):
+        sample_dims=None, method="auto", progress=None, space=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
 
     Parameters
@@ -222,7 +390,7 @@ def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
     prepared, sums, attrs = _compute(
         data, model, score=score, batched=batched, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
-        sample_dims=sample_dims, method=method, progress=progress,
+        sample_dims=sample_dims, method=method, progress=progress, space=space,
     )
     n_chain, n_draw = sums.diagonal.shape
     n_total = n_chain * n_draw
@@ -265,7 +433,7 @@ def _path_points(n_draw, n_points):
 
 def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
-             sample_dims=None, method="auto", n_points=None, progress=None):
+             sample_dims=None, method="auto", n_points=None, progress=None, space=None):
     """Running KSD as every chain grows, per chain and pooled, from one pass.
 
     Parameters
@@ -303,7 +471,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
     prepared, sums, attrs = _compute(
         data, model, score=score, batched=batched, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
-        sample_dims=sample_dims, method=method, progress=progress,
+        sample_dims=sample_dims, method=method, progress=progress, space=space,
     )
     n_chain, n_draw = sums.diagonal.shape
     points = _path_points(n_draw, n_points)

@@ -14,7 +14,7 @@ import xarray as xr
 
 from steindiag import _stein_products
 from steindiag._engine import stein_row_sums
-from steindiag._ksd import _is_labelled, prepare_input
+from steindiag._ksd import _apply_layout, _array_sample_dims, _is_labelled, prepare_input
 from steindiag._preconditioner import make_preconditioner
 from steindiag._validate import check_finite, check_kernel_args, evaluate_score_callable
 from steindiag._ksd import kernel_attrs
@@ -258,9 +258,10 @@ _THIN_PARAMETERS = """\
         ``regularized=True`` needs it as a callable (or ``model``) for the Laplacian.
     batched : bool, default True
         Whether ``score`` and ``log_density`` callables take an (n, d) batch.
-    c, beta, preconditioner, group, var_names, coords, sample_dims
+    c, beta, preconditioner, group, var_names, coords, sample_dims, space
         As in :func:`steindiag.ksd`; the preconditioner is fixed once from all pooled
-        draws.
+        draws. An array's result is (1, n_points, d) if it has a chain axis, else
+        (n_points, d), or (n_points,) for a 1-D array.
     regularized : bool, default False
         Use the regularised rule of Benard, Staber & Da Veiga (2023).
     log_density : callable or array_like, optional
@@ -277,8 +278,8 @@ _THIN_PARAMETERS = """\
 
 def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, beta=-0.5,
                preconditioner="standardize", group="posterior", var_names=None, coords=None,
-               sample_dims=None, regularized=False, log_density=None, strength=None,
-               return_info=False):
+               sample_dims=None, space=None, regularized=False, log_density=None,
+               strength=None, return_info=False):
     """Select ``n_points`` draws that greedily minimise the KSD (Stein thinning).
 
     Parameters
@@ -345,7 +346,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
     _thin_iv(n_points, regularized, strength, log_density, return_info)
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, space=space,
     )
     n_chain, n_draw, d = prepared.draws.shape
     n_total = n_chain * n_draw
@@ -411,7 +412,12 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         )
     else:
         array = np.asarray(data)
-        thinned = array[chain_pos, draw_pos][None] if array.ndim == 3 else array[draw_pos]
+        layout = _array_sample_dims(sample_dims)
+        thinned = _apply_layout(array, layout)[chain_pos, draw_pos]     # (n_points, d)
+        if array.ndim == 1:
+            thinned = thinned[:, 0]
+        elif layout not in (None, ("draw",)) or array.ndim == 3:
+            thinned = thinned[None]                   # a chain axis in, (1, n_points, d) out
     if not return_info:
         return thinned
     return SteinThinning(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reference import imq_stein_kernel_matrix, reference_ksd
 
 import steindiag
-from steindiag._engine import stein_row_sums
+from steindiag._engine import _MANY_CHAINS, stein_row_sums
 from steindiag._preconditioner import make_preconditioner
 
 RTOL = 1e-10  # the bar for every fast path vs the reference
@@ -160,7 +160,8 @@ def test_dimensions_match_reference(d):
 def test_float32_input_is_computed_in_float64(method):
     x, s = _target_draws(np.random.default_rng(5), 2, 20, 5)
     x32, s32 = x.astype(np.float32), s.astype(np.float32)
-    res = steindiag.ksd(x32, score=s32, preconditioner="identity", method=method)
+    with pytest.warns(UserWarning, match="score is float32.*jax_enable_x64"):
+        res = steindiag.ksd(x32, score=s32, preconditioner="identity", method=method)
     # Truth: the reference on the same float32 values promoted to float64.
     ref = reference_ksd(x32.astype(np.float64), s32.astype(np.float64), "identity")
     np.testing.assert_allclose(res["ksd"].values, ref["ksd"], rtol=RTOL)
@@ -197,7 +198,7 @@ def test_exact_draws_expectations_standard_normal():
     rng = np.random.default_rng(8)
     n_rep, n, d = 400, 100, 3
     x = rng.standard_normal((n_rep, n, d))
-    res = steindiag.ksd(x, score=-x, preconditioner="identity")
+    res = steindiag.ksd(x, score=-x, preconditioner="identity", sample_dims=("chain", "draw"))
     u = res["ksd2_u"].values
     v = res["ksd"].values ** 2
     # Known variance of a degenerate U-statistic under the null (h_1 = 0):
@@ -214,13 +215,33 @@ def test_exact_draws_expectations_standard_normal():
     assert abs(v.mean() - 2 * d / n) < 5 * se_v
 
 
+@pytest.mark.parametrize("method, n_chain", [("fused", 70), ("gemm", 20)])
+def test_many_short_chains_match_reference(method, n_chain):
+    # Above _engine._MANY_CHAINS chains the pooled sums run over one time-major sequence
+    # and the same-chain sums in their own pass. Truth: reference.py (per chain, pooled,
+    # running curves), on more chains than draws, the layout of emcee's walkers.
+    assert n_chain > _MANY_CHAINS[method]
+    x, s = _target_draws(np.random.default_rng(21), n_chain, 6, 5)
+    res = steindiag.ksd(x, score=s, preconditioner="standardize", method=method,
+                        sample_dims=("chain", "draw"))
+    path = steindiag.ksd_path(x, score=s, preconditioner="standardize", method=method,
+                              sample_dims=("chain", "draw"))
+    ref = reference_ksd(x, s, "standardize")
+    for name in SCALARS:
+        atol = RTOL * float(np.max(ref["ksd"]) ** 2) if name.startswith("ksd2_u") else 0.0
+        np.testing.assert_allclose(res[name].values, ref[name], rtol=RTOL, atol=atol)
+    np.testing.assert_allclose(path["ksd"].values, ref["path"], rtol=RTOL)
+    np.testing.assert_allclose(path["ksd_pooled"].values, ref["path_pooled"], rtol=RTOL)
+
+
 def test_running_curve_equals_prefix_recomputation():
     x, s = _target_draws(np.random.default_rng(9), 3, 25, 2)
     path = steindiag.ksd_path(x, score=s, preconditioner="identity")
     # Truth: recompute every prefix from scratch with steindiag.ksd itself (independent of
     # the cumulative-sum bookkeeping) and with the reference.
     for n in (2, 7, 25):
-        prefix = steindiag.ksd(x[:, :n], score=s[:, :n], preconditioner="identity")
+        prefix = steindiag.ksd(x[:, :n], score=s[:, :n], preconditioner="identity",
+                               sample_dims=("chain", "draw"))
         np.testing.assert_allclose(path["ksd"].sel(n=n).values, prefix["ksd"].values, rtol=1e-12)
         np.testing.assert_allclose(
             path["ksd_pooled"].sel(n=n).values, prefix["ksd_pooled"].values, rtol=1e-12

@@ -41,10 +41,13 @@ def test_shape_mismatch(xs):
         steindiag.ksd(x, score=s[:, :5])
 
 
-@pytest.mark.parametrize("shape", [(5,), (2, 3, 4, 5)])
-def test_wrong_number_of_dimensions(shape):
+@pytest.mark.parametrize("shape, message", [
+    ((5,), r"sample_dims=\('draw',\)"),
+    ((2, 3, 4, 5), r"data must have shape \(chain, draw, d\)"),
+])
+def test_wrong_number_of_dimensions(shape, message):
     x = np.ones(shape)
-    with pytest.raises(ValueError, match=r"data must have shape \(chain, draw, d\)"):
+    with pytest.raises(ValueError, match=message):
         steindiag.ksd(x, score=x)
 
 
