@@ -40,7 +40,8 @@ _MIN_EXPECTED_FLIPS = 10.0
 _SIGN_CHUNK = 2048
 
 # Parameters shared with ksd, without the engine's method/progress options.
-_PARAMETERS = _COMMON_PARAMETERS.split("    method :")[0].rstrip()
+_PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
+               + _COMMON_PARAMETERS.split("    space :")[1].rstrip())
 
 
 def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
@@ -182,7 +183,7 @@ def _pvalue(bootstrap_statistics, observed):
 
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
              pooled=True, batched=True, c=1.0, beta=-0.5, preconditioner="standardize",
-             group="posterior", var_names=None, coords=None, sample_dims=None):
+             group="posterior", var_names=None, coords=None, sample_dims=None, space=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
 
     Null hypothesis: the draws are distributed as p (the density whose score is given).
@@ -286,10 +287,15 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     """
     n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled)
     c, beta = check_kernel_args(c, beta)
-    has_chain_dim = _is_labelled(data) or np.ndim(data) != 2
+    if _is_labelled(data):
+        has_chain_dim = True
+    elif sample_dims is not None:
+        has_chain_dim = "chain" in tuple(sample_dims)
+    else:
+        has_chain_dim = np.ndim(data) != 2
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, space=space,
     )
     n_chain, n_draw, d = prepared.draws.shape
     pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)

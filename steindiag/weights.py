@@ -450,13 +450,14 @@ def _weights_doc_parameters():
     from steindiag._ksd import _COMMON_PARAMETERS
 
     head, _, _ = _COMMON_PARAMETERS.partition("    method : {")
-    return head.rstrip("\n")
+    space = "    space :" + _COMMON_PARAMETERS.split("    space :")[1].rstrip()
+    return head.rstrip("\n") + "\n" + space
 
 
 def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
                   preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
-                  max_iter=None, memory_limit=None, progress=None):
+                  max_iter=None, memory_limit=None, progress=None, space=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
@@ -582,7 +583,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
     prepared = prepare_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, space=space,
     )
     n_chain, n_draw, d = prepared.draws.shape
     pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)

@@ -216,7 +216,7 @@ def test_level_on_exact_independent_draws(bootstrap):
     n_rep = 400
     x = np.random.default_rng(11).standard_normal((n_rep, 100, 2))
     res = steindiag.ksd_test(x, score=-x, bootstrap=bootstrap, n_bootstrap=200, rng=12,
-                             pooled=False)
+                             pooled=False, sample_dims=("chain", "draw"))
     rate = float(np.mean(res["pvalue"] <= ALPHA))
     low, high = binomial_bounds(n_rep)
     # Truth: exact draws satisfy the null; each chain is an independent replicate, so the
@@ -301,7 +301,8 @@ def test_power_against_student_t_falls_with_degrees_of_freedom():
         x = (rng.standard_normal((n_rep, 200, 1)) if np.isinf(nu)
              else rng.standard_t(nu, size=(n_rep, 200, 1)))
         res = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=200, rng=rng,
-                                 pooled=False, preconditioner="identity")
+                                 pooled=False, preconditioner="identity",
+                                 sample_dims=("chain", "draw"))
         power[nu] = float(np.mean(res["pvalue"] <= ALPHA))
     low, high = binomial_bounds(n_rep)
     # Truth: at nu = inf the draws are exact N(0, 1) draws, the null: Binomial(400, 0.05)
@@ -473,3 +474,23 @@ def test_accessors_match_functions():
         steindiag.ksd_test(tree, score=lambda z: -z, bootstrap="iid", n_bootstrap=20, rng=1))
     xr.testing.assert_identical(tree.stein.mmd(n_permutations=20, rng=2),
                                 steindiag.mmd(tree, n_permutations=20, rng=2))
+
+
+def test_auto_bootstrap_follows_sample_dims_of_arrays():
+    # A 2-D array declared (chain, draw) has a chain dimension: "auto" must pick the wild
+    # bootstrap (for autocorrelated chains), as for 3-D arrays; (draw, d) stays iid.
+    x = np.random.default_rng(3).standard_normal((3, 200))
+    chains = steindiag.ksd_test(x, score=-x, sample_dims=("chain", "draw"), n_bootstrap=20,
+                                rng=0)
+    assert chains.attrs["bootstrap"] == "wild" and chains.sizes["chain"] == 3
+    flat = steindiag.ksd_test(x.T, score=-x.T, n_bootstrap=20, rng=0)
+    assert flat.attrs["bootstrap"] != "wild"
+
+
+def test_space_is_passed_through_and_recorded():
+    x = np.random.default_rng(4).standard_normal((2, 100, 1))
+    res = steindiag.ksd_test(x, score=-x, n_bootstrap=10, rng=0, space="unconstrained")
+    # Truth: the space the caller stated is what the result records.
+    assert res.attrs["space"] == "unconstrained"
+    with pytest.raises(ValueError, match="space"):
+        steindiag.ksd_test(x, score=-x, n_bootstrap=10, rng=0, space="latent")

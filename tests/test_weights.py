@@ -594,3 +594,14 @@ def test_frank_wolfe_progress_bar_counts_iterations(monkeypatch):
     assert sum(updates) == w.attrs["iterations"] and closed == [True]
     with pytest.raises(TypeError, match="progress must be None, True or False"):
         steindiag.stein_weights(x, score=-x, progress="yes")
+
+
+def test_weights_honour_sample_dims_and_space_of_arrays():
+    # A (chain, draw) array of a one-parameter target, declared so: same weights as the
+    # explicit (chain, draw, 1) array (the layout, not the numbers, is what changes).
+    x = np.random.default_rng(8).standard_normal((2, 150)) * 1.3
+    declared = stein_weights(x, score=-x, sample_dims=("chain", "draw"), space="unconstrained")
+    explicit = stein_weights(x[..., None], score=-x[..., None])
+    assert declared.dims == ("chain", "draw") and declared.shape == (2, 150)
+    np.testing.assert_array_equal(declared.values, explicit.values)
+    assert declared.attrs["space"] == "unconstrained"
