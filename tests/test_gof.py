@@ -489,7 +489,8 @@ def test_auto_bootstrap_follows_sample_dims_of_arrays():
 
 def test_space_is_passed_through_and_recorded():
     x = np.random.default_rng(4).standard_normal((2, 100, 1))
-    res = steindiag.ksd_test(x, score=-x, n_bootstrap=10, rng=0, space="unconstrained")
+    res = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=10, rng=0,
+                             space="unconstrained")
     # Truth: the space the caller stated is what the result records.
     assert res.attrs["space"] == "unconstrained"
     with pytest.raises(ValueError, match="space"):
