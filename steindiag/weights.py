@@ -832,7 +832,9 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     var_names : str or list of str, optional
     coords : dict, optional
         Passed to ``Dataset.sel`` before summarising.
-    sample_dims : (str, str), default ("chain", "draw")
+    sample_dims : sequence of str, optional
+        For a trace, its (chain, draw) dims (default ("chain", "draw")); for an array,
+        the meaning of its leading axes, as in :func:`stein_weights`.
     quantiles : sequence of float, default (0.05, 0.5, 0.95)
         Probabilities of the weighted quantiles.
 
@@ -871,8 +873,9 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     import pandas as pd
 
     probabilities = _summary_iv(quantiles)
+    array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
-    if len(sample_dims) != 2:
+    if _is_labelled(data) and len(sample_dims) != 2:
         raise ValueError(f"sample_dims must name two dims (chain, draw); got {sample_dims}.")
     if _is_labelled(data):
         labels, values, dataset = _trace_columns(data, group, var_names, coords, sample_dims)
@@ -883,9 +886,12 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
         for name, value in (("var_names", var_names), ("coords", coords)):
             if value is not None:
                 raise TypeError(f"{name} applies to labelled traces only; data is an array.")
+        from steindiag._ksd import _array_sample_dims, _raw_array, array_layout
         from steindiag._validate import as_draws_array
 
-        values = as_draws_array(data, "data")
+        # The same reading of an array's axes as stein_weights (sample_dims for arrays).
+        layout = _array_sample_dims(array_dims)
+        values = as_draws_array(array_layout(_raw_array(data, "data"), layout, "data"), "data")
         labels = [f"x[{k}]" for k in range(values.shape[2])]
         chain_values = draw_values = None
     n_chain, n_draw, n_col = values.shape

@@ -605,3 +605,6 @@ def test_weights_honour_sample_dims_and_space_of_arrays():
     assert declared.dims == ("chain", "draw") and declared.shape == (2, 150)
     np.testing.assert_array_equal(declared.values, explicit.values)
     assert declared.attrs["space"] == "unconstrained"
+    # The summary reads the array the same way (Truth: the explicit 3-D array's summary).
+    table = weighted_summary(x, declared, sample_dims=("chain", "draw"))
+    np.testing.assert_array_equal(table.to_numpy(), weighted_summary(x[..., None], explicit).to_numpy())
