@@ -455,6 +455,17 @@ def unconstrained_values(model, layout, arrays, stored, *, chunk_size=None, mode
     return flat, outside
 
 
+def value_inputs(layout, flat_draws):
+    """Flat (n, d) draws -> one contiguous (n, *value_shape) array per value variable."""
+    n_draws = flat_draws.shape[0]
+    inputs, start = [], 0
+    for var in layout:
+        block = flat_draws[:, start : start + var.size].reshape((n_draws, *var.value_shape))
+        inputs.append(np.ascontiguousarray(block, dtype=var.value.type.dtype))
+        start += var.size
+    return inputs
+
+
 def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     """grad log p of ``model.logp(jacobian=True)`` at flat unconstrained draws.
 
@@ -484,11 +495,7 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     key = ("score", _layout_key(layout), _mode_key(mode))
     function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
     n_draws, d = flat_draws.shape
-    inputs, start = [], 0
-    for var in layout:
-        block = flat_draws[:, start : start + var.size].reshape((n_draws, *var.value_shape))
-        inputs.append(np.ascontiguousarray(block, dtype=var.value.type.dtype))
-        start += var.size
+    inputs = value_inputs(layout, flat_draws)
     if chunk_size is None:
         chunk_size = chunk_size_for(model, layout, n_draws)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

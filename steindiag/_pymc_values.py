@@ -91,11 +91,7 @@ def constrained_values(model, layout, flat_draws, wanted, *, chunk_size=None, mo
         model, key, lambda: _build_backward_function(model, layout, list(names), mode)
     )
     n_draws = flat_draws.shape[0]
-    inputs, start = [], 0
-    for var in layout:
-        block = flat_draws[:, start : start + var.size].reshape((n_draws, *var.value_shape))
-        inputs.append(np.ascontiguousarray(block, dtype=var.value.type.dtype))
-        start += var.size
+    inputs = _pymc.value_inputs(layout, flat_draws)
     if chunk_size is None:
         chunk_size = _pymc.chunk_size_for(model, layout, n_draws)
     out = {}
