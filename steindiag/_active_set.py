@@ -146,17 +146,6 @@ def _price_one(mode, F, kp, support, z, k, j, scratch):
 
 
 @nb.njit(cache=True)
-def _forward(L, k, b, out, start=0):
-    """Solve L[:k, :k] out = b[:k] (L lower triangular, row-major); out[:start] is kept."""
-    for i in range(start, k):
-        total = b[i]
-        row = L[i]
-        for m in range(i):
-            total -= row[m] * out[m]
-        out[i] = total / row[i]
-
-
-@nb.njit(cache=True)
 def _backward(L, k, y, out, work):
     """Solve L[:k, :k]^T out = y[:k], column-oriented (contiguous rows of L)."""
     for i in range(k):
@@ -170,12 +159,17 @@ def _backward(L, k, y, out, work):
 
 
 @nb.njit(cache=True)
-def _delete(L, k, p, work):
+def _delete(L, k, p, work, y):
     """Remove row and column p from the factor L[:k, :k] of G_PP (Givens rotations).
 
     After the rows below p move up, each holds one entry right of its diagonal; the
     rotations of column pairs (i, i + 1), i = p .. k - 2, remove them. They are applied
     row by row (row r receives rotations p .. r), so every access is within a row.
+
+    ``y`` = L^-1 1 is updated in O(k) rather than solved again: the remaining rows
+    of L y = 1 still hold, and with the new factor L' = (L without row p) Q, where Q
+    is the product of the rotations and the last column of L' is zero, the vector
+    Q^T y solves L' y' = 1 in its first k - 1 entries.
     """
     for i in range(p, k - 1):
         for m in range(i + 2):
@@ -202,6 +196,11 @@ def _delete(L, k, p, work):
         row[r + 1] = 0.0
     for m in range(k):
         L[k - 1, m] = 0.0
+    for i in range(p, k - 1):
+        x = y[i]
+        w = y[i + 1]
+        y[i] = cos[i] * x + sin[i] * w
+        y[i + 1] = -sin[i] * x + cos[i] * w
 
 
 @nb.njit(cache=True)
@@ -235,10 +234,10 @@ def _kernel_value(mode, F, kp, i, j):
 
 
 @nb.njit(cache=True)
-def _remove(L, k, t, support, z, in_support, work):
-    """Delete position t of the support (factor, support list, values); returns k - 1."""
+def _remove(L, k, t, support, z, in_support, work, y):
+    """Delete position t of the support (factor, L^-1 1, support list, values); k - 1."""
     in_support[support[t]] = False
-    _delete(L, k, t, work)
+    _delete(L, k, t, work, y)
     for m in range(t, k - 1):
         support[m] = support[m + 1]
         z[m] = z[m + 1]
@@ -411,14 +410,11 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
                     if s[t] <= 0.0:
                         if size == 1:
                             excluded[support[t]] = True  # rounding: it cannot enter
-                        k = _remove(L, k, t, support, z, in_support, work)
+                        k = _remove(L, k, t, support, z, in_support, work, y)
                         added -= 1
                         first_drop = t
                 if first_drop < 0 or added == 0:
-                    if first_drop >= 0:
-                        _forward(L, k, np.ones(k), y, first_drop)
                     break
-                _forward(L, k, np.ones(k), y, first_drop)
             if added == 0:
                 single = True
                 continue
@@ -444,14 +440,10 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
                     if z[t] < smallest:
                         smallest = z[t]
                         blocking = t
-                first_deleted = k
                 for t in range(k - 1, -1, -1):
                     if z[t] <= 0.0 or t == blocking:
-                        k = _remove(L, k, t, support, z, in_support, work)
+                        k = _remove(L, k, t, support, z, in_support, work, y)
                         deleted = True
-                        first_deleted = t
-                # Rows above the first deleted position are unchanged, and so is y there.
-                _forward(L, k, np.ones(k), y, first_deleted)
                 if k == 0:
                     break
                 _backward(L, k, y, s, work)
