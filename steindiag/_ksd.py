@@ -211,7 +211,7 @@ def prepare_input(data, model=None, *, score=None, batched=True, group="posterio
     """
     check_space(space, model)
     if _is_labelled(data):
-        from steindiag._data import prepare_trace
+        from steindiag.inputs._trace import prepare_trace
 
         prepared = prepare_trace(
             data, model, score=score, batched=batched, group=group, var_names=var_names,

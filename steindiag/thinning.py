@@ -122,7 +122,7 @@ def _log_density_values(log_density, model, draws, batched, chain, draw):
 
 def _pymc_log_density(model, flat_draws):
     """log p(x) of ``model.logp(jacobian=True)`` at flat unconstrained draws (N, d)."""
-    from steindiag._pymc import model_layout
+    from steindiag.inputs._pymc import model_layout
 
     layout = model_layout(model)
     logp = model.compile_logp(jacobian=True)
@@ -144,7 +144,7 @@ def _score_function(score, model, batched):
             return evaluate_score_callable(score, flat[None], batched=batched)[0]
         return evaluate
     if score is None and model is not None:
-        from steindiag._pymc import model_layout, model_scores
+        from steindiag.inputs._pymc import model_layout, model_scores
 
         layout = model_layout(model)
         return lambda flat: model_scores(model, layout, flat)
@@ -210,7 +210,7 @@ def _take_points(dataset, chain_label, draw_label, sample_dims):
 
 
 def _thinned_container(data, chain_label, draw_label, sample_dims, group, attrs):
-    from steindiag._data import _container_kind
+    from steindiag.inputs._trace import _container_kind
 
     kind = _container_kind(data)
 

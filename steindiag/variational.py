@@ -155,7 +155,7 @@ def _score_function(score, model, batched, prepared):
         def evaluate(flat):
             return evaluate_score_callable(score, flat[None], batched=batched)[0]
         return evaluate
-    from steindiag._pymc import model_layout, model_scores
+    from steindiag.inputs._pymc import model_layout, model_scores
 
     layout = model_layout(model)
     mode = prepared.attrs.get("pytensor_mode")
@@ -251,7 +251,7 @@ def _netcdf(value):
 
 def _posterior_for_output(data, group, coords, sample_dims):
     """The group as the input layer saw it: selected by coords, with (chain, draw) dims."""
-    from steindiag._data import _container_kind, _get_group, _select, _with_sample_dims
+    from steindiag.inputs._trace import _container_kind, _get_group, _select, _with_sample_dims
 
     kind = _container_kind(data)
     if kind == "dataset":
@@ -266,8 +266,8 @@ def _posterior_for_output(data, group, coords, sample_dims):
 
 def _model_posterior(model, posterior, pair, moved, prepared):
     """Constrained free variables, deterministics and value variables at the moved draws."""
-    from steindiag import _pymc
-    from steindiag._pymc_values import constrained_values
+    from steindiag.inputs import _pymc
+    from steindiag.inputs._pymc_values import constrained_values
 
     layout = _pymc.model_layout(model)
     n_chain, n_draw, d = moved.shape
@@ -325,7 +325,7 @@ def _array_posterior(posterior, pair, moved, prepared):
 
 
 def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims, attrs):
-    from steindiag._data import _container_kind, _group_names, _get_group
+    from steindiag.inputs._trace import _container_kind, _group_names, _get_group
 
     if sample_dims is None:
         sample_dims = ("chain", "draw")

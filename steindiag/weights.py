@@ -670,7 +670,7 @@ stein_weights.__doc__ = stein_weights.__doc__.format(params=_weights_doc_paramet
 
 def _posterior_dataset(data, group):
     """The ``group`` of an InferenceData / DataTree (read with xarray), or a Dataset itself."""
-    from steindiag._data import _container_kind, _get_group, _group_names
+    from steindiag.inputs._trace import _container_kind, _get_group, _group_names
 
     if isinstance(data, xr.DataArray):
         return data.to_dataset(name=data.name if data.name is not None else "x")
@@ -699,7 +699,7 @@ def _select_vars(dataset, var_names, coords):
             )
         dataset = dataset[names]
     if coords is not None:
-        from steindiag._data import _select
+        from steindiag.inputs._trace import _select
 
         if not isinstance(coords, dict):
             raise TypeError(f"coords must be a dict; got {type(coords).__name__}.")

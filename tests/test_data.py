@@ -1,4 +1,4 @@
-"""The trace input layer (steindiag._data.prepare_trace) without PyMC.
+"""The trace input layer (steindiag.inputs._trace.prepare_trace) without PyMC.
 
 Sources of truth: the arrays the test itself puts into the trace (draws must come out
 unchanged, in the documented order), closed-form scores (N(0, 1): s(x) = -x), and the
@@ -14,7 +14,7 @@ import xarray as xr
 
 import steindiag
 import steindiag.accessors  # noqa: F401  (registers DataTree.stein)
-from steindiag._data import prepare_trace
+from steindiag.inputs._trace import prepare_trace
 from steindiag._types import SteinInput
 
 
@@ -178,7 +178,7 @@ def test_accessor_matches_function():
 def test_import_does_not_import_pymc_arviz_pytensor():
     # Truth: issue 3 / STYLE.md, PyMC and ArviZ are imported lazily, only where used.
     code = (
-        "import sys, steindiag, steindiag._data, steindiag.accessors; "
+        "import sys, steindiag, steindiag.inputs._trace, steindiag.accessors; "
         "print(sorted(m for m in ('pymc', 'arviz', 'pytensor') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,6 +1,6 @@
 """PyMC models as a score source: unconstrained draws and batched grad log p.
 
-Imported lazily by :mod:`steindiag._data` only when a PyMC model is passed, so that
+Imported lazily by :mod:`steindiag.inputs._trace` only when a PyMC model is passed, so that
 ``import steindiag`` never imports PyMC, PyTensor or ArviZ.
 
 Data flow::

@@ -8,7 +8,7 @@ Data flow::
       -> draws and scores as float64 (chain, draw, d) arrays in the unconstrained space
 
 PyMC, PyTensor and ArviZ are imported only when a PyMC model is passed (in
-:mod:`steindiag._pymc`); this module depends on NumPy and xarray only.
+:mod:`steindiag.inputs._pymc`); this module depends on NumPy and xarray only.
 """
 
 import numbers
@@ -474,7 +474,7 @@ def _checked_block(model, var, data_array, kind, source, pair):
 
 def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sample_dims,
                  chunk_size, compile_mode):
-    from steindiag import _pymc
+    from steindiag.inputs import _pymc
 
     layout = _pymc.model_layout(model)
     unconstrained_group, stats_group = _COMPANION_GROUPS.get(group, (None, None))
@@ -678,7 +678,7 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
     Examples
     --------
     >>> import numpy as np, xarray as xr
-    >>> from steindiag._data import prepare_trace
+    >>> from steindiag.inputs._trace import prepare_trace
     >>> rng = np.random.default_rng(0)
     >>> posterior = xr.Dataset({"x": (("chain", "draw"), rng.standard_normal((2, 100)))})
     >>> prepared = prepare_trace(posterior, score=lambda x: -x)   # N(0, 1): s(x) = -x
@@ -720,7 +720,7 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
             scores, source = nutpie_scores, "nutpie"
             attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
         else:
-            from steindiag import _pymc
+            from steindiag.inputs import _pymc
 
             mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
             flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),

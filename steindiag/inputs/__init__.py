@@ -1,0 +1,1 @@
+"""Input layer: data + score source -> ``SteinInput``."""
