@@ -8,7 +8,7 @@ Data flow::
     free RVs of the model -> layout (value variables, transforms, shapes)
     posterior values      -> forward transforms, one vectorised PyTensor graph -> x (N, d)
     x (N, d)              -> grad of model.logp(jacobian=True), one vectorised graph -> s (N, d)
-    x (N, d)              -> model.logp(jacobian=True) itself, the same graph -> log p (N,)
+    x (N, d)              -> model.logp(jacobian=True) itself, same function -> log p (N,)
 
 Both graphs are built once per model on the *core* (one-draw) shapes, differentiated,
 and then vectorised over a leading draw dimension with
@@ -290,13 +290,15 @@ def _batched_log_density(model, layout):
 
 
 def _build_score_function(model, layout, mode):
-    """Compile draws -> grad log p, vectorised over a leading draw axis.
+    """Compile draws -> [grad log p (n, d), log p (n, 1)], vectorised over a leading draw axis.
 
     log p is built for one draw, vectorised over draws, summed, and differentiated with
     respect to the batched value variables: since draws do not interact, the gradient
     of the sum is the per-draw score. (Vectorising the log p graph and then taking the
     gradient compiled faster on an empty cache than vectorising the gradient graph,
-    with the same run time; see benchmarks/bench_scores.py.)
+    with the same run time; see benchmarks/bench_scores.py.) log p itself is a second
+    output of the same function: computed on the way to the gradient, it costs no
+    compilation of its own (regularised thinning needs both).
     """
     import pytensor
     import pytensor.tensor as pt
@@ -307,17 +309,8 @@ def _build_score_function(model, layout, mode):
     scores = pt.concatenate(
         [pt.cast(grad, "float64").reshape((n_draws, -1)) for grad in grads], axis=1
     )
-    return pytensor.function(batch, [scores], mode=mode, on_unused_input="ignore")
-
-
-def _build_log_density_function(model, layout, mode):
-    """Compile draws -> log p of each draw, (n, 1), vectorised over a leading draw axis."""
-    import pytensor
-    import pytensor.tensor as pt
-
-    batch, logp_per_draw = _batched_log_density(model, layout)
-    logp = pt.cast(logp_per_draw, "float64").reshape((batch[0].shape[0], 1))
-    return pytensor.function(batch, [logp], mode=mode, on_unused_input="ignore")
+    logp = pt.cast(logp_per_draw, "float64").reshape((n_draws, 1))
+    return pytensor.function(batch, [scores, logp], mode=mode, on_unused_input="ignore")
 
 
 def _build_forward_function(model, layout, stored, mode):
@@ -521,7 +514,7 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     if chunk_size is None:
         chunk_size = chunk_size_for(model, layout, n_draws)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, [d], chunk_size)[0]
+        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)[0]
 
 
 def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):
@@ -544,19 +537,20 @@ def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):
 
     Notes
     -----
-    The same vectorised log p graph as :func:`model_scores`, without the gradient:
-    compiled once per model and mode and cached, evaluated on chunks of draws (not a
-    Python call per draw). Memory: O(chunk_size * (d + size of the observed data)).
+    The function :func:`model_scores` compiles (log p is its second output): once the
+    scores were computed, log p needs no compilation of its own. Evaluated on chunks of
+    draws, not a Python call per draw. Memory: O(chunk_size * (d + size of the
+    observed data)).
     """
     mode = default_compile_mode() if mode is None else mode
-    key = ("log_density", _layout_key(layout), _mode_key(mode))
-    function = _cached(model, key, lambda: _build_log_density_function(model, layout, mode))
-    n_draws = flat_draws.shape[0]
+    key = ("score", _layout_key(layout), _mode_key(mode))
+    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
+    n_draws, d = flat_draws.shape
     inputs = value_inputs(layout, flat_draws)
     if chunk_size is None:
         chunk_size = chunk_size_for(model, layout, n_draws)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, [1], chunk_size)[0][:, 0]
+        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)[1][:, 0]
 
 
 def _data_value(variable):
