@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import steindiag
 from steindiag import (
     ksd,
     ksd_path,
