@@ -67,7 +67,7 @@ def first_call(mode):
     import warnings
 
     warnings.simplefilter("ignore")
-    from steindiag._data import prepare_trace
+    from steindiag.inputs._trace import prepare_trace
 
     model, posterior = build()
     start = time.perf_counter()
@@ -79,8 +79,8 @@ def warm(mode, repeats):
     import warnings
 
     warnings.simplefilter("ignore")
-    from steindiag import _pymc
-    from steindiag._data import prepare_trace
+    from steindiag.inputs import _pymc
+    from steindiag.inputs._trace import prepare_trace
 
     model, posterior = build()
     start = time.perf_counter()

@@ -1,239 +1,23 @@
 """Public KSD functions: ``ksd`` (values) and ``ksd_path`` (running curves).
 
-Data flow: input (arrays | InferenceData | DataTree | Dataset) -> ``SteinInput``
-(draws, scores as (chain, draw, d) in the unconstrained space) -> one preconditioner
-fixed from the pooled draws -> ``_engine.stein_row_sums`` (one O(N^2 d) pass) ->
+Data flow: input (arrays | DataArray | InferenceData | DataTree | Dataset) ->
+``steindiag.inputs`` (every argument checked, draws read) -> one preconditioner fixed
+from the pooled draws -> scores -> ``SteinInput`` (draws, scores as (chain, draw, d)
+in the unconstrained space) -> ``_engine.stein_row_sums`` (one O(N^2 d) pass) ->
 labelled ``xarray.Dataset``.
 """
-
-import sys
 
 import numpy as np
 import xarray as xr
 
 from steindiag._engine import METHODS, stein_row_sums
-from steindiag._preconditioner import make_preconditioner
-from steindiag._types import SteinInput
-from steindiag._validate import (
-    as_draws_array,
-    check_finite,
-    check_kernel_args,
-    check_method,
-    evaluate_score_callable,
-    warn_if_low_precision,
-    warn_user,
-)
+from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag._validate import check_kernel_args, check_method
+from steindiag.inputs import read_input
 
-__all__ = ["ksd", "ksd_path", "prepare_input"]
+__all__ = ["ksd", "ksd_path"]
 
 _KERNEL_DOC = "IMQ Langevin Stein kernel, k(x, y) = (c^2 + (x-y)^T A (x-y))^beta, A = Lambda^-1"
-
-
-def _is_labelled(data):
-    """True for xarray / ArviZ containers, which the trace layer handles."""
-    module = type(data).__module__ or ""
-    return module.startswith(("xarray", "arviz", "datatree"))
-
-
-# For arrays, sample_dims names the leading axes; the next axis (if any) is the parameter.
-# value: {ndim: function giving the (chain, draw, d) view}
-_ARRAY_LAYOUTS = {
-    ("chain", "draw"): {3: lambda a: a, 2: lambda a: a[:, :, None]},
-    ("draw", "chain"): {3: lambda a: a.transpose(1, 0, 2), 2: lambda a: a.T[:, :, None]},
-    ("draw",): {2: lambda a: a[None], 1: lambda a: a[None, :, None]},
-}
-_ARRAY_SHAPES = {
-    ("chain", "draw"): "(chain, draw, d) or (chain, draw) for d = 1",
-    ("draw", "chain"): "(draw, chain, d) or (draw, chain) for d = 1",
-    ("draw",): "(draw, d) or (draw,) for d = 1",
-}
-SPACES = ("unconstrained", "constrained")
-
-
-def check_space(space, model):
-    """``space`` is None, "unconstrained" or "constrained"; a PyMC model fixes it."""
-    if space is None:
-        return
-    if not isinstance(space, str) or space not in SPACES:
-        raise ValueError(f"space must be None, 'unconstrained' or 'constrained'; got {space!r}.")
-    if model is not None and space != "unconstrained":
-        raise ValueError(
-            "with model=, draws and scores are in the model's unconstrained space (its value "
-            f"variables); space={space!r} cannot be combined with a model."
-        )
-
-
-def _array_sample_dims(sample_dims):
-    if sample_dims is None:
-        return None
-    if isinstance(sample_dims, str):
-        sample_dims = (sample_dims,)
-    try:
-        sample_dims = tuple(sample_dims)
-    except TypeError:
-        sample_dims = None
-    if sample_dims not in _ARRAY_LAYOUTS:
-        raise ValueError(
-            "for an array, sample_dims names its leading axes: ('chain', 'draw'), "
-            "('draw', 'chain') (emcee's get_chain()) or ('draw',) (one chain); the axis "
-            f"after them, if any, holds the parameters. Got sample_dims={sample_dims!r}."
-        )
-    return sample_dims
-
-
-def array_layout(array, sample_dims, name):
-    """View of a NumPy array as (chain, draw, d), as its ``sample_dims`` say.
-
-    ``sample_dims=None``: (chain, draw, d), or (draw, d) for one chain. Refuses a 2-D
-    array with no more rows than columns (it reads as fewer draws than parameters, as a
-    (chain, draw) array of a one-parameter target would), and warns for more chains than
-    draws per chain (emcee's get_chain() is (draw, walker, d)): explicit ``sample_dims``
-    settle both.
-    """
-    if sample_dims is None:
-        if array.ndim == 1:
-            raise ValueError(
-                f"{name} has shape {array.shape}: for one chain of a one-parameter target "
-                "pass sample_dims=('draw',) (or a (draw, 1) array)."
-            )
-        if array.ndim == 2 and 0 < array.shape[0] <= array.shape[1]:
-            raise ValueError(
-                f"{name} has shape {array.shape}: a 2-D array is read as (draw, d), here "
-                f"{array.shape[0]} draws of {array.shape[1]} parameters. If it is (chain, "
-                "draw) of a one-parameter target, pass sample_dims=('chain', 'draw') (or "
-                f"{name}[..., None], shape (chain, draw, 1)); if it really is (draw, d), "
-                "pass sample_dims=('draw',)."
-            )
-        if array.ndim == 3 and array.shape[0] > array.shape[1] >= 2:
-            warn_user(
-                f"{name} has shape {array.shape}, read as (chain, draw, d): {array.shape[0]} "
-                f"chains of {array.shape[1]} draws each. If it is (draw, chain, d), as "
-                "emcee's get_chain() returns (step, walker, d), pass sample_dims=('draw', "
-                "'chain') or swap the axes with np.swapaxes(x, 0, 1); if these are chains, "
-                "pass sample_dims=('chain', 'draw') to say so."
-            )
-    elif array.ndim not in _ARRAY_LAYOUTS[sample_dims]:
-        raise ValueError(
-            f"{name} must have shape {_ARRAY_SHAPES[sample_dims]} with "
-            f"sample_dims={sample_dims}; got shape {array.shape}."
-        )
-    return _apply_layout(array, sample_dims)
-
-
-def _apply_layout(array, sample_dims):
-    if sample_dims is None:
-        return array[None] if array.ndim == 2 else array
-    return _ARRAY_LAYOUTS[sample_dims][array.ndim](array)
-
-
-def _raw_array(value, name):
-    try:
-        return np.asarray(value)
-    except Exception as err:  # noqa: BLE001 - anything numpy cannot take
-        raise TypeError(f"{name} must be array-like; got {type(value).__name__}.") from err
-
-
-def _prepare_arrays(data, score, batched, sample_dims=None, space=None):
-    sample_dims = _array_sample_dims(sample_dims)
-    raw = _raw_array(data, "data")
-    draws = as_draws_array(array_layout(raw, sample_dims, "data"), "data")
-    n_chain, n_draw, d = draws.shape
-    if score is None:
-        raise TypeError(
-            "score is required when data is an array: pass an array of grad log p at each "
-            "draw (same shape as data) or a callable mapping (n, d) draws to (n, d) scores."
-        )
-    check_finite(draws, "data")
-    if callable(score):
-        scores = evaluate_score_callable(score, draws, batched=batched)
-        source = "callable"
-    else:
-        raw_score = _raw_array(score, "score")
-        if raw_score.shape != raw.shape:
-            raise ValueError(
-                f"score must have the same shape as data; got score {raw_score.shape} and "
-                f"data {raw.shape}."
-            )
-        scores = as_draws_array(_apply_layout(raw_score, sample_dims), "score")
-        warn_if_low_precision(raw_score.dtype, "score")
-        source = "arrays"
-    check_finite(scores, "score")
-    return SteinInput(
-        draws=draws,
-        scores=scores,
-        chain=np.arange(n_chain),
-        draw=np.arange(n_draw),
-        parameter=[f"x[{k}]" for k in range(d)],
-        attrs={"space": "as given" if space is None else space, "score_source": source},
-    )
-
-
-def _is_placeholder_score(score):
-    """``mmd``'s placeholder (zeros): it needs draws only and never reads the scores."""
-    mmd_module = sys.modules.get("steindiag._mmd")
-    return mmd_module is not None and score is getattr(mmd_module, "_no_score", None)
-
-
-def warn_zero_score_columns(prepared):
-    """Warn about parameters whose score is exactly 0 at every draw while the draws vary.
-
-    No proper density is flat along a coordinate; such a column is almost always a
-    deterministic quantity (numpyro.deterministic, a PyMC Deterministic, a Stan
-    generated quantity) flattened into the draws, and it inflates KSD.
-    """
-    d = prepared.draws.shape[2]
-    zero = np.all(prepared.scores.reshape(-1, d) == 0.0, axis=0)
-    if not zero.any():
-        return
-    flat = prepared.draws.reshape(-1, d)
-    varies = flat.max(axis=0) > flat.min(axis=0)
-    columns = np.flatnonzero(zero & varies)
-    if columns.size == 0:
-        return
-    names = [prepared.parameter[k] for k in columns[:10]]
-    more = f" and {columns.size - 10} more" if columns.size > 10 else ""
-    warn_user(
-        f"the score is exactly 0 at every draw for {columns.size} of {d} parameter(s), "
-        f"{names}{more}, while their draws vary: log p does not depend on them, so they are "
-        "not parameters of the target. This is usually a deterministic quantity "
-        "(numpyro.deterministic, a PyMC Deterministic, a Stan transformed parameter or "
-        "generated quantity) flattened into the draws; it inflates KSD. Leave it out "
-        "(var_names= for a trace; keep only the sampled sites when flattening)."
-    )
-
-
-def prepare_input(data, model=None, *, score=None, batched=True, group="posterior",
-                  var_names=None, coords=None, sample_dims=None, space=None):
-    """Turn any supported ``data`` + score source into a validated ``SteinInput``.
-
-    ``space`` (None, "unconstrained" or "constrained") states the space of the draws and
-    of the score when no model defines it; see :func:`steindiag.ksd`.
-    """
-    check_space(space, model)
-    if _is_labelled(data):
-        from steindiag._data import prepare_trace
-
-        prepared = prepare_trace(
-            data, model, score=score, batched=batched, group=group, var_names=var_names,
-            coords=coords, sample_dims=("chain", "draw") if sample_dims is None else sample_dims,
-            space=space,
-        )
-        as_draws_array(prepared.draws, "data")
-        check_finite(prepared.draws, "draws", prepared.chain, prepared.draw)
-        check_finite(prepared.scores, "scores", prepared.chain, prepared.draw)
-    else:
-        if model is not None:
-            raise TypeError(
-                "model can only be used with a trace (InferenceData, DataTree or Dataset); "
-                "for arrays pass score= (an array or a callable)."
-            )
-        for name, value in (("var_names", var_names), ("coords", coords)):
-            if value is not None:
-                raise TypeError(f"{name} applies to labelled traces only; data is an array.")
-        prepared = _prepare_arrays(data, score, batched, sample_dims, space)
-    if not _is_placeholder_score(score):
-        warn_zero_score_columns(prepared)
-    return prepared
 
 
 def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var_names,
@@ -242,12 +26,14 @@ def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var
     check_method(method, {"auto", *METHODS})
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False; got {progress!r}.")
-    prepared = prepare_input(
+    check_preconditioner(preconditioner)
+    pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
     )
-    d = prepared.draws.shape[2]
-    pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)
+    d = pending.draws.shape[2]
+    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    prepared = pending.with_scores()
     sums = stein_row_sums(
         prepared.draws, prepared.scores, c=c, beta=beta, preconditioner=pre, method=method,
         progress=progress,
@@ -290,16 +76,20 @@ def _sqrt_v(total, count):
 
 
 _COMMON_PARAMETERS = """\
-    data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+    data : array_like, xarray.DataArray, xarray.DataTree, arviz.InferenceData or xarray.Dataset
         Draws. An array of shape (chain, draw, d), or (draw, d) for one chain (other
-        layouts with ``sample_dims``); or a trace (``pm.sample`` output, or its
-        posterior Dataset).
+        layouts with ``sample_dims``); a DataArray of one variable with the sample dims
+        and any parameter dims (e.g. (chain, draw, school)); or a trace (``pm.sample``
+        output, or its posterior Dataset). Parameters are labelled as ArviZ labels them:
+        ``theta[a]`` by coordinate value where the dim has a coordinate, ``theta[0]``
+        by position otherwise, ``x[0]``, ``x[1]``, ... for arrays.
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
         space (value variables, ``model.logp(jacobian=True)``).
-    score : array_like or callable, optional
+    score : array_like, xarray.DataArray or callable, optional
         grad log p at each draw instead of ``model``: an array of the same shape as the
-        draws, or a callable on the flat (unconstrained) parameter vector.
+        draws (for a DataArray ``data``: its shape, or a DataArray with its dims), or a
+        callable on the flat (unconstrained) parameter vector.
     batched : bool, default True
         Whether a ``score`` callable takes an (n, d) batch (True) or one (d,) draw.
     c : float, default 1.0

@@ -19,10 +19,10 @@ import numpy as np
 import xarray as xr
 
 from steindiag._autocorrelation import integrated_autocorrelation_time
-from steindiag._ksd import _is_labelled, prepare_input
 from steindiag._multi_products import base_kernel_unit_sums
-from steindiag._preconditioner import make_preconditioner
+from steindiag._preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_kernel_args, check_rng
+from steindiag.inputs import is_labelled, read_input
 
 __all__ = ["mmd"]
 
@@ -40,11 +40,6 @@ _PERMUTATION_CHUNK = 1024
 # partition of the rows into parts is static, so the sums are bitwise the same for any
 # number of threads up to _PARTS.
 _PARTS = 8
-
-
-def _no_score(x):
-    """A placeholder score: MMD never uses one, but the input layer evaluates it."""
-    return np.zeros_like(x)
 
 
 def _mmd_iv(n_permutations, block_length, rng):
@@ -69,10 +64,10 @@ def _mmd_iv(n_permutations, block_length, rng):
 
 
 def _prepare_draws(data, model, name, group, var_names, coords, sample_dims):
-    """(chain, draw, d) draws of ``data`` (the unconstrained space if ``model`` is given)."""
+    """The draws of ``data`` (the unconstrained space if ``model`` is given); no score."""
     try:
-        return prepare_input(data, model, score=_no_score, group=group, var_names=var_names,
-                             coords=coords, sample_dims=sample_dims)
+        return read_input(data, model, group=group, var_names=var_names, coords=coords,
+                          sample_dims=sample_dims, need_score=False)
     except (TypeError, ValueError) as err:
         if name == "data":
             raise
@@ -319,6 +314,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     """
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
     c, beta = check_kernel_args(c, beta)
+    check_preconditioner(preconditioner)
     prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims)
     draws = prepared.draws
     n_chain, n_draw, d = draws.shape
@@ -332,7 +328,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                 f"{prepared_other.draws.shape[2]}."
             )
         samples.append(_match_parameters(prepared, prepared_other,
-                                         _is_labelled(data) and _is_labelled(other)))
+                                         is_labelled(data) and is_labelled(other)))
     elif n_chain < 2:
         raise ValueError(
             "data has one chain: pass other= (a second sample), or data with at least 2 "

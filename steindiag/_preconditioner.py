@@ -242,3 +242,38 @@ def make_preconditioner(preconditioner, pooled_draws, parameter):
     raise ValueError(
         f"preconditioner array must be 0-D, 1-D or 2-D; got {lam.ndim} dimensions."
     )
+
+
+def check_preconditioner(preconditioner):
+    """Check ``preconditioner`` before any draw is read or score evaluated.
+
+    A name must be in ``PRECONDITIONERS``; an array must be a finite 0-d, 1-D or 2-D
+    Lambda (positive; a 2-D one symmetric positive definite). Its size is checked
+    against the number of parameters by :func:`make_preconditioner`, once the draws
+    are read (before any score is evaluated).
+    """
+    if isinstance(preconditioner, str):
+        if preconditioner not in PRECONDITIONERS:
+            raise ValueError(
+                f"preconditioner must be one of {sorted(PRECONDITIONERS)} or an array "
+                f"(Lambda); got {preconditioner!r}."
+            )
+        return
+    try:
+        lam = np.asarray(preconditioner, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(
+            "preconditioner must be a string or an array of floats (Lambda); got "
+            f"{type(preconditioner).__name__}."
+        ) from None
+    if lam.ndim > 2:
+        raise ValueError(
+            f"preconditioner array must be 0-D, 1-D or 2-D; got {lam.ndim} dimensions."
+        )
+    if lam.ndim == 2 and lam.shape[0] != lam.shape[1]:
+        raise ValueError(f"preconditioner 2-D array (Lambda) must be square; got {lam.shape}.")
+    # The checks that need no draws: make_preconditioner with d = the array's own size.
+    d = 1 if lam.ndim == 0 else lam.shape[0]
+    if d == 0:
+        raise ValueError("preconditioner array must not be empty.")
+    make_preconditioner(lam, np.zeros((2, d)), [f"x[{k}]" for k in range(d)])

@@ -18,14 +18,16 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from steindiag._autocorrelation import integrated_autocorrelation_time
-from steindiag._ksd import _COMMON_PARAMETERS, _is_labelled, kernel_attrs, prepare_input
+from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
 from steindiag._multi_products import (
     QUADRATIC_TILE_ROWS,
     stein_matmat,
     stein_quadratic_forms,
 )
-from steindiag._preconditioner import make_preconditioner
+from steindiag._preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_kernel_args, check_rng
+from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs._arrays import array_sample_dims
 
 __all__ = ["ksd_test"]
 
@@ -287,18 +289,20 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     """
     n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled)
     c, beta = check_kernel_args(c, beta)
-    if _is_labelled(data):
-        has_chain_dim = True
-    elif sample_dims is not None:
-        has_chain_dim = "chain" in tuple(sample_dims)
-    else:
-        has_chain_dim = np.ndim(data) != 2
-    prepared = prepare_input(
+    check_preconditioner(preconditioner)
+    pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
     )
-    n_chain, n_draw, d = prepared.draws.shape
-    pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)
+    if is_labelled(data):
+        has_chain_dim = True
+    elif sample_dims is not None:
+        has_chain_dim = "chain" in array_sample_dims(sample_dims)
+    else:
+        has_chain_dim = np.ndim(data) != 2
+    n_chain, n_draw, d = pending.draws.shape
+    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    prepared = pending.with_scores()
     if bootstrap == "auto":
         bootstrap = "wild" if has_chain_dim else "iid"
     tau = np.array([

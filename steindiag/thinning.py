@@ -1,7 +1,7 @@
 """Greedy Stein thinning (see the docs' background page), plain and regularised.
 
-Data flow: input -> ``SteinInput`` (``_ksd.prepare_input``) -> one preconditioner from
-the pooled draws -> ``KernelPoints`` -> ``_stein_products.greedy_thinning`` (one kernel
+Data flow: input -> ``steindiag.inputs.read_input`` (every argument checked, draws read)
+-> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints`` -> ``_stein_products.greedy_thinning`` (one kernel
 row per selected point, O(N) memory) -> the selected draws of the input, in the
 input's own type, with the selected (chain, draw) recorded and the KSD of the result.
 """
@@ -14,10 +14,12 @@ import xarray as xr
 
 from steindiag import _stein_products
 from steindiag._engine import stein_row_sums
-from steindiag._ksd import _apply_layout, _array_sample_dims, _is_labelled, prepare_input
-from steindiag._preconditioner import make_preconditioner
-from steindiag._validate import check_finite, check_kernel_args, evaluate_score_callable
 from steindiag._ksd import kernel_attrs
+from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag._validate import check_kernel_args
+from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
+from steindiag.inputs._arrays import apply_layout, array_sample_dims
+from steindiag.inputs._functions import check_log_density
 
 __all__ = ["stein_thin", "SteinThinning"]
 
@@ -57,7 +59,7 @@ class SteinThinning:
     attrs: dict = field(default_factory=dict)
 
 
-def _thin_iv(n_points, regularized, strength, log_density, return_info):
+def _thin_iv(n_points, regularized, strength, log_density, return_info, score, model):
     if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)):
         raise TypeError(f"n_points must be an integer; got {type(n_points).__name__}.")
     if n_points <= 0:
@@ -80,75 +82,22 @@ def _thin_iv(n_points, regularized, strength, log_density, return_info):
                 "log_density must be a callable or an array of log p at each draw; got "
                 f"{type(log_density).__name__}."
             ) from None
-
-
-# -- log p and the Laplacian correction -------------------------------------------------
-
-
-def _log_density_values(log_density, model, draws, batched, chain, draw):
-    """log p (chain, draw) at the (chain, draw, d) draws."""
-    n_chain, n_draw, d = draws.shape
-    if log_density is None:
-        if model is None:
+    if regularized:
+        if log_density is None and model is None:
             raise ValueError(
                 "regularized=True needs log p at each draw: pass log_density= (a callable "
                 "on the flat parameter vector, or an array of shape (chain, draw)) or a "
                 "PyMC model."
             )
-        values = _pymc_log_density(model, draws.reshape(-1, d)).reshape(n_chain, n_draw)
-    elif callable(log_density):
-        flat = draws.reshape(-1, d)
-        if batched:
-            values = np.asarray(log_density(flat.copy()), dtype=np.float64)
-        else:
-            values = np.array([log_density(row.copy()) for row in flat], dtype=np.float64)
-        if values.shape not in ((flat.shape[0],), (flat.shape[0], 1)):
+        if not callable(score) and (score is not None or model is None):
             raise ValueError(
-                f"log_density returned shape {values.shape} for {flat.shape[0]} draws; "
-                f"expected ({flat.shape[0]},)."
+                "regularized=True needs the score as a callable (or a PyMC model) to "
+                "compute the Laplacian correction by finite differences; got score as "
+                f"{'an array' if score is not None else 'None'}."
             )
-        values = values.reshape(n_chain, n_draw)
-    else:
-        values = np.asarray(log_density, dtype=np.float64)
-        if values.shape != (n_chain, n_draw) and values.shape != (n_chain * n_draw,):
-            raise ValueError(
-                f"log_density array must have shape (chain, draw) = ({n_chain}, {n_draw}); "
-                f"got {values.shape}."
-            )
-        values = values.reshape(n_chain, n_draw)
-    check_finite(values[:, :, None], "log_density", chain, draw)
-    return values
 
 
-def _pymc_log_density(model, flat_draws):
-    """log p(x) of ``model.logp(jacobian=True)`` at flat unconstrained draws (N, d)."""
-    from steindiag._pymc import model_layout
-
-    layout = model_layout(model)
-    logp = model.compile_logp(jacobian=True)
-    out = np.empty(flat_draws.shape[0])
-    for row, x in enumerate(flat_draws):
-        point, start = {}, 0
-        for var in layout:
-            block = x[start : start + var.size].reshape(var.value_shape)
-            point[var.value_name] = block.astype(var.value.type.dtype)
-            start += var.size
-        out[row] = float(logp(point))
-    return out
-
-
-def _score_function(score, model, batched):
-    """A function (n, d) -> (n, d) evaluating grad log p, or None."""
-    if callable(score):
-        def evaluate(flat):
-            return evaluate_score_callable(score, flat[None], batched=batched)[0]
-        return evaluate
-    if score is None and model is not None:
-        from steindiag._pymc import model_layout, model_scores
-
-        layout = model_layout(model)
-        return lambda flat: model_scores(model, layout, flat)
-    return None
+# -- log p and the Laplacian correction -------------------------------------------------
 
 
 def _laplacian_correction(score_fn, draws_flat, pre, c, beta):
@@ -210,9 +159,15 @@ def _take_points(dataset, chain_label, draw_label, sample_dims):
 
 
 def _thinned_container(data, chain_label, draw_label, sample_dims, group, attrs):
-    from steindiag._data import _container_kind
+    from steindiag.inputs._trace import _container_kind
 
     kind = _container_kind(data)
+    if kind == "dataarray":
+        name = data.name if data.name is not None else "x"
+        picked = _take_points(data.to_dataset(name=name), chain_label, draw_label, sample_dims)
+        out = picked[name]
+        out.attrs = {**data.attrs, **attrs}
+        return out.rename(data.name)
 
     def take(dataset, name=None):
         out = _take_points(dataset, chain_label, draw_label, sample_dims)
@@ -246,8 +201,9 @@ def _netcdf_attrs(attrs):
 
 
 _THIN_PARAMETERS = """\
-    data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
-        Draws: an array (chain, draw, d) or (draw, d), or a trace.
+    data : array_like, xarray.DataArray, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+        Draws: an array (chain, draw, d) or (draw, d), a DataArray of one variable
+        (sample dims and parameter dims), or a trace.
     model : pymc.Model, optional
         The model that produced the trace (scores, and log p if ``regularized``).
     n_points : int
@@ -293,7 +249,8 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         both sample dims hold the selected draws as one chain (``chain = [0]``,
         ``draw = 0 .. n_points - 1``) with coordinates ``source_chain`` and
         ``source_draw`` (dim ``draw``) naming where each came from; the ``group``'s
-        attrs add ``stein_thinning_ksd`` and the kernel and thinning settings. An
+        attrs add ``stein_thinning_ksd`` and the kernel and thinning settings. A
+        DataArray gives a DataArray of the selected draws in the same form. An
         array returns an array of the selected draws, shape (1, n_points, d) for a
         (chain, draw, d) input and (n_points, d) for a (draw, d) input.
 
@@ -343,21 +300,25 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
     ((20,), True)
     """
     c, beta = check_kernel_args(c, beta)
-    _thin_iv(n_points, regularized, strength, log_density, return_info)
-    prepared = prepare_input(
+    _thin_iv(n_points, regularized, strength, log_density, return_info, score, model)
+    check_preconditioner(preconditioner)
+    pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
     )
-    n_chain, n_draw, d = prepared.draws.shape
+    n_chain, n_draw, d = pending.draws.shape
     n_total = n_chain * n_draw
     if n_points > n_total:
         raise ValueError(
             f"n_points must be at most the number of draws ({n_chain} chains x {n_draw} "
             f"draws = {n_total}); got n_points={n_points}."
         )
+    if regularized:
+        check_log_density(log_density, n_chain, n_draw)
+    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    prepared = pending.with_scores()
     draws_flat = prepared.draws.reshape(-1, d)
     scores_flat = prepared.scores.reshape(-1, d)
-    pre = make_preconditioner(preconditioner, draws_flat, prepared.parameter)
     points = _stein_products.KernelPoints(draws_flat, scores_flat, pre, c, beta)
     objective = points.diagonal.copy()
     step_penalty = np.zeros(n_total)
@@ -365,15 +326,11 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
                       "stein_thinning_n_points": int(n_points)}
     if regularized:
         lam = 1.0 / n_points if strength is None else float(strength)
-        log_p = _log_density_values(log_density, model, prepared.draws, batched,
-                                    prepared.chain, prepared.draw).reshape(-1)
-        score_fn = _score_function(score, model, batched)
-        if score_fn is None:
-            raise ValueError(
-                "regularized=True needs the score as a callable (or a PyMC model) to "
-                "compute the Laplacian correction by finite differences; got score as an "
-                "array."
-            )
+        mode = prepared.attrs.get("pytensor_mode")
+        log_p = log_density_values(log_density, model, prepared.draws, batched=batched,
+                                   chain=prepared.chain, draw=prepared.draw,
+                                   mode=mode).reshape(-1)
+        score_fn = score_function(score, model, batched=batched, mode=mode)
         laplacian = _laplacian_correction(score_fn, draws_flat, pre, c, beta)
         objective += laplacian - lam * log_p
         step_penalty = -lam * log_p
@@ -402,7 +359,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         if key not in ("n_chain", "n_draw"):
             attrs[f"stein_thinning_{key}"] = value
     attrs = _netcdf_attrs(attrs)
-    if _is_labelled(data):
+    if is_labelled(data):
         dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
         if len(dims) == 1:
             dims = ("chain", dims[0])
@@ -412,8 +369,8 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         )
     else:
         array = np.asarray(data)
-        layout = _array_sample_dims(sample_dims)
-        thinned = _apply_layout(array, layout)[chain_pos, draw_pos]     # (n_points, d)
+        layout = array_sample_dims(sample_dims)
+        thinned = apply_layout(array, layout)[chain_pos, draw_pos]     # (n_points, d)
         if array.ndim == 1:
             thinned = thinned[:, 0]
         elif layout not in (None, ("draw",)) or array.ndim == 3:

@@ -1,7 +1,7 @@
 """Stein variational gradient descent (SVGD): move draws towards the target.
 
 Data flow: input (arrays | InferenceData | DataTree | Dataset) -> ``SteinInput``
-(``_ksd.prepare_input``: draws in the space where the score is defined, for a PyMC model
+(``steindiag.inputs``: draws in the space where the score is defined, for a PyMC model
 the unconstrained one) -> optional per-coordinate standardisation fixed from the initial
 draws -> repeat: score at the particles (PyMC batched graph or the callable), median
 bandwidth, ``_svgd_kernels.kernel_vector_sums`` (O(N^2 d), O(N d) memory), AdaGrad step,
@@ -20,10 +20,9 @@ import xarray as xr
 
 from steindiag import _svgd_kernels
 from steindiag._engine import stein_row_sums
-from steindiag._ksd import _is_labelled, prepare_input
 from steindiag._preconditioner import make_preconditioner
 from steindiag._progress import make_progress
-from steindiag._validate import evaluate_score_callable
+from steindiag.inputs import is_labelled, read_input, score_function
 
 __all__ = ["stein_variational", "SteinVariational"]
 
@@ -149,19 +148,6 @@ def median_bandwidth(points):
     return med2 / np.log(n + 1.0)
 
 
-def _score_function(score, model, batched, prepared):
-    """(N, d) draws -> (N, d) scores, in the space of the draws."""
-    if callable(score):
-        def evaluate(flat):
-            return evaluate_score_callable(score, flat[None], batched=batched)[0]
-        return evaluate
-    from steindiag._pymc import model_layout, model_scores
-
-    layout = model_layout(model)
-    mode = prepared.attrs.get("pytensor_mode")
-    return lambda flat: model_scores(model, layout, flat, mode=mode)
-
-
 @contextlib.contextmanager
 def _threads_for(n):
     """One Numba thread for the duration of a run with fewer than 2000 particles."""
@@ -251,7 +237,7 @@ def _netcdf(value):
 
 def _posterior_for_output(data, group, coords, sample_dims):
     """The group as the input layer saw it: selected by coords, with (chain, draw) dims."""
-    from steindiag._data import _container_kind, _get_group, _select, _with_sample_dims
+    from steindiag.inputs._trace import _container_kind, _get_group, _select, _with_sample_dims
 
     kind = _container_kind(data)
     if kind == "dataset":
@@ -266,8 +252,8 @@ def _posterior_for_output(data, group, coords, sample_dims):
 
 def _model_posterior(model, posterior, pair, moved, prepared):
     """Constrained free variables, deterministics and value variables at the moved draws."""
-    from steindiag import _pymc
-    from steindiag._pymc_values import constrained_values
+    from steindiag.inputs import _pymc
+    from steindiag.inputs._pymc_values import constrained_values
 
     layout = _pymc.model_layout(model)
     n_chain, n_draw, d = moved.shape
@@ -325,8 +311,17 @@ def _array_posterior(posterior, pair, moved, prepared):
 
 
 def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims, attrs):
-    from steindiag._data import _container_kind, _group_names, _get_group
+    from steindiag.inputs._trace import _container_kind, _group_names, _get_group
 
+    if isinstance(data, xr.DataArray):
+        # One variable: moved as the one-variable Dataset the input layer read.
+        name = data.name if data.name is not None else "x"
+        moved_set = _moved_container(data.to_dataset(name=name), model, moved, prepared,
+                                     group=group, coords=coords, sample_dims=sample_dims,
+                                     attrs=attrs)
+        out = moved_set[name]
+        out.attrs = {**data.attrs, **moved_set.attrs}
+        return out.rename(data.name)
     if sample_dims is None:
         sample_dims = ("chain", "draw")
     elif isinstance(sample_dims, str):
@@ -514,26 +509,29 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
             "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
             "only at the stored draws)."
         )
-    prepared = prepare_input(
+    pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims,
     )
-    score_fn = _score_function(score, model, batched, prepared)
-    n_chain, n_draw, d = prepared.draws.shape
+    n_chain, n_draw, d = pending.draws.shape
     n = n_chain * n_draw
-    draws = prepared.draws.reshape(n, d).copy()
-    if prepared.attrs.get("score_source") == "nutpie":
-        scores = score_fn(draws)
-    else:
-        scores = prepared.scores.reshape(n, d).copy()
     try:
-        ksd_pre = make_preconditioner("standardize", draws, prepared.parameter)
+        ksd_pre = make_preconditioner("standardize", pending.draws.reshape(n, d),
+                                      pending.parameter)
     except ValueError as err:
         raise ValueError(
             f"stein_variational needs initial draws that vary in every coordinate (their "
             f"spread fixes the scale of the KSD kernel and, with standardize=True, of the "
             f"SVGD step): {err}"
         ) from err
+    prepared = pending.with_scores()
+    score_fn = score_function(score, model, batched=batched,
+                              mode=prepared.attrs.get("pytensor_mode"))
+    draws = prepared.draws.reshape(n, d).copy()
+    if prepared.attrs.get("score_source") == "nutpie":
+        scores = score_fn(draws)
+    else:
+        scores = prepared.scores.reshape(n, d).copy()
     if standardize:
         scale = ksd_pre.scale
     else:
@@ -588,7 +586,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "parameters": list(prepared.parameter),
         "space": prepared.attrs.get("space", "as given"),
     }
-    if _is_labelled(data):
+    if is_labelled(data):
         container_attrs = {f"stein_variational_{key.removeprefix('svgd_')}": _netcdf(value)
                            for key, value in attrs.items() if key.startswith("svgd_")}
         container_attrs["stein_variational_space"] = attrs["space"]

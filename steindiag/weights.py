@@ -1,7 +1,7 @@
 """KSD-optimal weights for the draws (see the docs' background page) and weighted summaries.
 
-Data flow: input -> ``SteinInput`` (``_ksd.prepare_input``) -> one preconditioner from
-the pooled draws -> ``KernelPoints`` (kernel coordinates) -> a QP solver (an exact
+Data flow: input -> ``steindiag.inputs.read_input`` (every argument checked, draws read)
+-> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints`` (kernel coordinates) -> a QP solver (an exact
 active set, matrix-free pairwise Frank-Wolfe, or the optional dense interior point of
 piqp) -> the same optimality certificate for all -> labelled ``xarray.DataArray``.
 """
@@ -22,10 +22,11 @@ from steindiag._active_set import (
     matrix_free_kernel,
     pivoted_cholesky,
 )
-from steindiag._ksd import _is_labelled, kernel_attrs, prepare_input
+from steindiag._ksd import kernel_attrs
 from steindiag._progress import make_progress
-from steindiag._preconditioner import make_preconditioner
+from steindiag._preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_kernel_args, check_method
+from steindiag.inputs import is_labelled, read_input
 
 __all__ = ["stein_weights", "weighted_summary", "SteinWeightsError"]
 
@@ -581,12 +582,14 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     """
     c, beta = check_kernel_args(c, beta)
     tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
-    prepared = prepare_input(
+    check_preconditioner(preconditioner)
+    pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
     )
-    n_chain, n_draw, d = prepared.draws.shape
-    pre = make_preconditioner(preconditioner, prepared.draws.reshape(-1, d), prepared.parameter)
+    n_chain, n_draw, d = pending.draws.shape
+    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    prepared = pending.with_scores()
     if per_chain:
         problems = [(prepared.draws[k], prepared.scores[k]) for k in range(n_chain)]
     else:
@@ -670,13 +673,15 @@ stein_weights.__doc__ = stein_weights.__doc__.format(params=_weights_doc_paramet
 
 def _posterior_dataset(data, group):
     """The ``group`` of an InferenceData / DataTree (read with xarray), or a Dataset itself."""
-    from steindiag._data import _container_kind, _get_group, _group_names
+    from steindiag.inputs._trace import _container_kind, _get_group, _group_names
 
     if isinstance(data, xr.DataArray):
         return data.to_dataset(name=data.name if data.name is not None else "x")
     kind = _container_kind(data)
     if kind == "dataset":
         return data
+    if kind == "datatree" and not data.children and data.has_data:
+        return data.to_dataset()   # a single group's node, e.g. ``idata.posterior``
     if kind is None:
         raise TypeError(
             "data must be an array, an xarray.Dataset, an xarray.DataTree or an "
@@ -699,7 +704,7 @@ def _select_vars(dataset, var_names, coords):
             )
         dataset = dataset[names]
     if coords is not None:
-        from steindiag._data import _select
+        from steindiag.inputs._trace import _select
 
         if not isinstance(coords, dict):
             raise TypeError(f"coords must be a dict; got {type(coords).__name__}.")
@@ -707,13 +712,9 @@ def _select_vars(dataset, var_names, coords):
     return dataset
 
 
-def _label(name, dims, index_values):
-    if not dims:
-        return name
-    return f"{name}[{', '.join(str(v) for v in index_values)}]"
-
-
 def _trace_columns(data, group, var_names, coords, sample_dims):
+    from steindiag.inputs._labels import variable_labels
+
     """(labels, values (chain, draw, n_columns)) of every posterior variable element."""
     dataset = _select_vars(_posterior_dataset(data, group), var_names, coords)
     chain_dim, draw_dim = sample_dims
@@ -727,14 +728,7 @@ def _trace_columns(data, group, var_names, coords, sample_dims):
         other = [dim for dim in variable.dims if dim not in (chain_dim, draw_dim)]
         values = variable.transpose(chain_dim, draw_dim, *other).values
         values = values.reshape(values.shape[0], values.shape[1], -1).astype(np.float64)
-        if other:
-            grids = [variable[dim].values if dim in variable.coords else np.arange(variable.sizes[dim])
-                     for dim in other]
-            mesh = np.meshgrid(*grids, indexing="ij")
-            flat = [m.ravel() for m in mesh]
-            labels.extend(_label(name, other, [f[k] for f in flat]) for k in range(flat[0].size))
-        else:
-            labels.append(name)
+        labels.extend(variable_labels(name, variable, sample_dims))
         columns.append(values)
     if not columns:
         raise ValueError(
@@ -875,9 +869,9 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     probabilities = _summary_iv(quantiles)
     array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
-    if _is_labelled(data) and len(sample_dims) != 2:
+    if is_labelled(data) and len(sample_dims) != 2:
         raise ValueError(f"sample_dims must name two dims (chain, draw); got {sample_dims}.")
-    if _is_labelled(data):
+    if is_labelled(data):
         labels, values, dataset = _trace_columns(data, group, var_names, coords, sample_dims)
         chain_dim, draw_dim = sample_dims
         chain_values = dataset[chain_dim].values if chain_dim in dataset.coords else None
@@ -886,13 +880,10 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
         for name, value in (("var_names", var_names), ("coords", coords)):
             if value is not None:
                 raise TypeError(f"{name} applies to labelled traces only; data is an array.")
-        from steindiag._ksd import _array_sample_dims, _raw_array, array_layout
-        from steindiag._validate import as_draws_array
+        from steindiag.inputs._arrays import read_array_draws
 
         # The same reading of an array's axes as stein_weights (sample_dims for arrays).
-        layout = _array_sample_dims(array_dims)
-        values = as_draws_array(array_layout(_raw_array(data, "data"), layout, "data"), "data")
-        labels = [f"x[{k}]" for k in range(values.shape[2])]
+        _, _, values, labels = read_array_draws(data, array_dims)
         chain_values = draw_values = None
     n_chain, n_draw, n_col = values.shape
     w = _summary_weights(weights, (n_chain, n_draw), chain_values, draw_values).reshape(-1)

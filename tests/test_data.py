@@ -1,4 +1,4 @@
-"""The trace input layer (steindiag._data.prepare_trace) without PyMC.
+"""The trace input layer (steindiag.inputs._trace.prepare_trace) without PyMC.
 
 Sources of truth: the arrays the test itself puts into the trace (draws must come out
 unchanged, in the documented order), closed-form scores (N(0, 1): s(x) = -x), and the
@@ -14,7 +14,7 @@ import xarray as xr
 
 import steindiag
 import steindiag.accessors  # noqa: F401  (registers DataTree.stein)
-from steindiag._data import prepare_trace
+from steindiag.inputs._trace import prepare_trace
 from steindiag._types import SteinInput
 
 
@@ -43,7 +43,9 @@ def test_dataset_with_batched_callable():
     np.testing.assert_array_equal(prepared.draws, _stacked(posterior))
     # Truth: N(0, 1) score s(x) = -x.
     np.testing.assert_array_equal(prepared.scores, -_stacked(posterior))
-    assert prepared.parameter == ["mu", "theta[0]", "theta[1]"]
+    # Truth: the labelling rule (coordinate values where the dim has a coordinate, as
+    # arviz.summary labels rows): school = ["a", "b"].
+    assert prepared.parameter == ["mu", "theta[a]", "theta[b]"]
     np.testing.assert_array_equal(prepared.chain, [10, 11, 12])
     np.testing.assert_array_equal(prepared.draw, np.arange(40))
     assert prepared.attrs["score_source"] == "callable"
@@ -63,7 +65,7 @@ def test_unbatched_callable_and_var_names():
     assert set(calls) == {(2,)} and len(calls) == 3 * 40
     np.testing.assert_array_equal(prepared.draws, posterior["theta"].values)
     np.testing.assert_array_equal(prepared.scores, -2.0 * posterior["theta"].values)
-    assert prepared.parameter == ["theta[0]", "theta[1]"]
+    assert prepared.parameter == ["theta[a]", "theta[b]"]
 
 
 def test_datatree_and_transposed_dims():
@@ -118,7 +120,7 @@ def test_score_arrays_dataarray_dataset():
     assert prepared.attrs["score_source"] == "arrays"
     # DataArray with chains in another order and labelled parameters in another order:
     # aligned by the chain coordinate and the parameter labels.
-    labels = ["mu", "theta[0]", "theta[1]"]
+    labels = ["mu", "theta[a]", "theta[b]"]
     shuffled = xr.DataArray(
         expected[::-1][:, :, ::-1],
         dims=("chain", "draw", "parameter"),
@@ -129,7 +131,7 @@ def test_score_arrays_dataarray_dataset():
     # Dataset of scores with the posterior's variable names (x defined by its variables).
     score_ds = xr.Dataset({"theta": -posterior["theta"], "mu": -posterior["mu"]})
     prepared = prepare_trace(posterior, score=score_ds)
-    assert prepared.parameter == ["theta[0]", "theta[1]", "mu"]
+    assert prepared.parameter == ["theta[a]", "theta[b]", "mu"]
     np.testing.assert_array_equal(prepared.scores, -prepared.draws)
 
 
@@ -178,7 +180,7 @@ def test_accessor_matches_function():
 def test_import_does_not_import_pymc_arviz_pytensor():
     # Truth: issue 3 / STYLE.md, PyMC and ArviZ are imported lazily, only where used.
     code = (
-        "import sys, steindiag, steindiag._data, steindiag.accessors; "
+        "import sys, steindiag, steindiag.inputs._trace, steindiag.accessors; "
         "print(sorted(m for m in ('pymc', 'arviz', 'pytensor') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -447,7 +447,8 @@ def test_weights_of_a_dataset_trace_carry_its_coordinates():
     # Truth: the trace's own chain and draw coordinates.
     np.testing.assert_array_equal(w["draw"].values, posterior["draw"].values)
     np.testing.assert_array_equal(w["chain"].values, posterior["chain"].values)
-    assert w.attrs["parameters"][:2] == ["mu", "theta[0]"]
+    # Truth: the labelling rule (coordinate values, as arviz.summary): school = a, b, c.
+    assert w.attrs["parameters"][:2] == ["mu", "theta[a]"]
 
 
 # -- weighted summary -------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """PyMC models as a score source: unconstrained draws and batched grad log p.
 
-Imported lazily by :mod:`steindiag._data` only when a PyMC model is passed, so that
+Imported lazily by :mod:`steindiag.inputs._trace` only when a PyMC model is passed, so that
 ``import steindiag`` never imports PyMC, PyTensor or ArviZ.
 
 Data flow::
@@ -8,6 +8,7 @@ Data flow::
     free RVs of the model -> layout (value variables, transforms, shapes)
     posterior values      -> forward transforms, one vectorised PyTensor graph -> x (N, d)
     x (N, d)              -> grad of model.logp(jacobian=True), one vectorised graph -> s (N, d)
+    x (N, d)              -> model.logp(jacobian=True) itself, same function -> log p (N,)
 
 Both graphs are built once per model on the *core* (one-draw) shapes, differentiated,
 and then vectorised over a leading draw dimension with
@@ -27,6 +28,7 @@ __all__ = [
     "model_layout",
     "unconstrained_values",
     "model_scores",
+    "model_log_density",
     "check_model_data",
     "default_compile_mode",
 ]
@@ -264,17 +266,12 @@ def _flat(parts):
     return pt.concatenate([pt.cast(part, "float64").ravel() for part in parts])
 
 
-def _build_score_function(model, layout, mode):
-    """Compile draws -> grad log p, vectorised over a leading draw axis.
+def _batched_log_density(model, layout):
+    """Batch placeholders (one per value variable) and log p of each draw, (n,).
 
-    log p is built for one draw, vectorised over draws, summed, and differentiated with
-    respect to the batched value variables: since draws do not interact, the gradient
-    of the sum is the per-draw score. (Vectorising the log p graph and then taking the
-    gradient compiled faster on an empty cache than vectorising the gradient graph,
-    with the same run time; see benchmarks/bench_scores.py.)
+    log p = ``model.logp(jacobian=True)`` is built for one draw on core placeholders
+    and vectorised over a leading draw axis.
     """
-    import pytensor
-    import pytensor.tensor as pt
     from pytensor.graph.replace import graph_replace, vectorize_graph
 
     core = [
@@ -289,13 +286,31 @@ def _build_score_function(model, layout, mode):
     )
     [logp] = _inline_op_from_graph(_lower_xtensor([logp]))
     batch = _batch_placeholders(core)
-    logp_per_draw = vectorize_graph(logp, replace=dict(zip(core, batch)))
+    return batch, vectorize_graph(logp, replace=dict(zip(core, batch)))
+
+
+def _build_score_function(model, layout, mode):
+    """Compile draws -> [grad log p (n, d), log p (n, 1)], vectorised over a leading draw axis.
+
+    log p is built for one draw, vectorised over draws, summed, and differentiated with
+    respect to the batched value variables: since draws do not interact, the gradient
+    of the sum is the per-draw score. (Vectorising the log p graph and then taking the
+    gradient compiled faster on an empty cache than vectorising the gradient graph,
+    with the same run time; see benchmarks/bench_scores.py.) log p itself is a second
+    output of the same function: computed on the way to the gradient, it costs no
+    compilation of its own (regularised thinning needs both).
+    """
+    import pytensor
+    import pytensor.tensor as pt
+
+    batch, logp_per_draw = _batched_log_density(model, layout)
     grads = pytensor.grad(logp_per_draw.sum(), batch)
     n_draws = batch[0].shape[0]
     scores = pt.concatenate(
         [pt.cast(grad, "float64").reshape((n_draws, -1)) for grad in grads], axis=1
     )
-    return pytensor.function(batch, [scores], mode=mode, on_unused_input="ignore")
+    logp = pt.cast(logp_per_draw, "float64").reshape((n_draws, 1))
+    return pytensor.function(batch, [scores, logp], mode=mode, on_unused_input="ignore")
 
 
 def _build_forward_function(model, layout, stored, mode):
@@ -499,7 +514,43 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     if chunk_size is None:
         chunk_size = chunk_size_for(model, layout, n_draws)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, [d], chunk_size)[0]
+        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)[0]
+
+
+def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):
+    """log p of ``model.logp(jacobian=True)`` at flat unconstrained draws.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    layout : list of FreeVariable
+    flat_draws : ndarray, shape (N, d)
+        Unconstrained draws in layout order.
+    chunk_size : int, optional
+        Draws per evaluation (default: sized from the model, as for the scores).
+    mode : str, optional
+        PyTensor compile mode (default :func:`default_compile_mode`).
+
+    Returns
+    -------
+    ndarray of float64, shape (N,)
+
+    Notes
+    -----
+    The function :func:`model_scores` compiles (log p is its second output): once the
+    scores were computed, log p needs no compilation of its own. Evaluated on chunks of
+    draws, not a Python call per draw. Memory: O(chunk_size * (d + size of the
+    observed data)).
+    """
+    mode = default_compile_mode() if mode is None else mode
+    key = ("score", _layout_key(layout), _mode_key(mode))
+    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
+    n_draws, d = flat_draws.shape
+    inputs = value_inputs(layout, flat_draws)
+    if chunk_size is None:
+        chunk_size = chunk_size_for(model, layout, n_draws)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)[1][:, 0]
 
 
 def _data_value(variable):

@@ -1,6 +1,6 @@
 """PyMC: constrained values and deterministics at unconstrained draws (the backward map).
 
-The inverse direction of ``steindiag._pymc.unconstrained_values``: from flat draws of
+The inverse direction of ``steindiag.inputs._pymc.unconstrained_values``: from flat draws of
 the value variables (the space in which the score is defined and SVGD moves particles)
 to what ``pm.sample`` stores in a posterior, each free variable in its constrained space
 (``backward`` of its transform) and every deterministic. One graph, built for one draw,
@@ -13,7 +13,7 @@ from math import prod
 
 import numpy as np
 
-from steindiag import _pymc
+from steindiag.inputs import _pymc
 
 __all__ = ["constrained_values"]
 
@@ -62,7 +62,7 @@ def constrained_values(model, layout, flat_draws, wanted, *, chunk_size=None, mo
     ----------
     model : pymc.Model
     layout : list of FreeVariable
-        ``steindiag._pymc.model_layout(model)``.
+        ``steindiag.inputs._pymc.model_layout(model)``.
     flat_draws : ndarray (N, d)
         Value variables flattened in C order and concatenated in layout order.
     wanted : list of (name, shape, dims)

@@ -8,19 +8,21 @@ Data flow::
       -> draws and scores as float64 (chain, draw, d) arrays in the unconstrained space
 
 PyMC, PyTensor and ArviZ are imported only when a PyMC model is passed (in
-:mod:`steindiag._pymc`); this module depends on NumPy and xarray only.
+:mod:`steindiag.inputs._pymc`); this module depends on NumPy and xarray only.
 """
 
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 
 from steindiag._types import SteinInput
 from steindiag._validate import warn_if_low_precision
+from steindiag.inputs._labels import element_labels, variable_labels
 
-__all__ = ["prepare_trace"]
+__all__ = ["prepare_trace", "read_trace", "TraceDraws"]
 
 # group -> (group of stored unconstrained values, group of sampler statistics)
 _COMPANION_GROUPS = {
@@ -40,6 +42,8 @@ _UNTRANSFORMED_LIBRARIES = ("emcee",)
 
 
 def _container_kind(data):
+    if isinstance(data, xr.DataArray):
+        return "dataarray"
     if isinstance(data, xr.Dataset):
         return "dataset"
     if isinstance(data, xr.DataTree):
@@ -86,8 +90,9 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
                       chunk_size, compile_mode):
     if _container_kind(data) is None:
         raise TypeError(
-            "data must be an arviz.InferenceData, an xarray.DataTree (ArviZ >= 1) or an "
-            f"xarray.Dataset of the posterior; got {type(data).__name__}."
+            "data must be an arviz.InferenceData, an xarray.DataTree (ArviZ >= 1), an "
+            "xarray.Dataset of the posterior or an xarray.DataArray of draws; got "
+            f"{type(data).__name__}."
         )
     if model is not None and not _is_pymc_model(model):
         raise TypeError(f"model must be a pymc.Model or None; got {type(model).__name__}.")
@@ -116,6 +121,11 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
                 "var_names cannot be combined with model: the score of a PyMC model involves "
                 f"all its free variables; got var_names={var_names}."
             )
+    if var_names is not None and _container_kind(data) == "dataarray":
+        raise TypeError(
+            "var_names selects variables of a trace; data is a DataArray (one variable), "
+            f"so var_names must be None; got var_names={var_names}."
+        )
     if coords is not None and not isinstance(coords, Mapping):
         raise TypeError(f"coords must be a dict {{dim: values}}; got {type(coords).__name__}.")
     if isinstance(sample_dims, str):
@@ -189,12 +199,6 @@ def _coordinate(dataset, dim):
     return np.arange(dataset.sizes[dim])
 
 
-def _index_labels(name, shape):
-    if len(shape) == 0:
-        return [name]
-    return [f"{name}[{', '.join(str(i) for i in index)}]" for index in np.ndindex(*shape)]
-
-
 def _as_float_block(data_array, sample_dims, name, what):
     """(chain, draw, k) float64 block of one variable, its per-draw shape."""
     missing = [dim for dim in sample_dims if dim not in data_array.dims]
@@ -220,9 +224,9 @@ def _flatten_dataset(dataset, names, sample_dims, what):
         )
     blocks, labels = [], []
     for name in names:
-        block, shape = _as_float_block(dataset[name], sample_dims, name, what)
+        block, _ = _as_float_block(dataset[name], sample_dims, name, what)
         blocks.append(block)
-        labels.extend(_index_labels(name, shape))
+        labels.extend(variable_labels(name, dataset[name], sample_dims))
     return np.concatenate(blocks, axis=2), labels
 
 
@@ -472,9 +476,31 @@ def _checked_block(model, var, data_array, kind, source, pair):
     return kind, values, source
 
 
+def _value_labels(model, var, posterior, pair):
+    """Labels of a value variable (see ``_labels``): the model's coordinates, else the trace's.
+
+    Coordinates apply when the value variable has the shape of its random variable
+    (log, interval, ... transforms); otherwise (simplex, zero-sum) positions.
+    """
+    if tuple(var.value_shape) != tuple(var.shape):
+        return element_labels(var.value_name, var.value_shape)
+    dims = var.dims
+    stored = posterior[var.name] if var.name in posterior.data_vars else None
+    if dims is None and stored is not None:
+        dims = tuple(dim for dim in stored.dims if dim not in pair)
+    coords = {}
+    for dim in dims or ():
+        values = (getattr(model, "coords", None) or {}).get(dim)
+        if values is None and dim in posterior.coords:
+            values = posterior[dim].values
+        if values is not None:
+            coords[dim] = np.asarray(values)
+    return element_labels(var.value_name, var.value_shape, dims, coords)
+
+
 def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sample_dims,
                  chunk_size, compile_mode):
-    from steindiag import _pymc
+    from steindiag.inputs import _pymc
 
     layout = _pymc.model_layout(model)
     unconstrained_group, stats_group = _COMPANION_GROUPS.get(group, (None, None))
@@ -510,7 +536,7 @@ def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sa
     flat, outside = _pymc.unconstrained_values(
         model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
     )
-    labels = [label for var in layout for label in _index_labels(var.value_name, var.value_shape)]
+    labels = [label for var in layout for label in _value_labels(model, var, posterior, pair)]
     draws = flat.reshape(n_chain, n_draw, -1)
     _where_not_finite(
         draws, chain, draw, labels, "unconstrained draws",
@@ -593,9 +619,12 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
 
     Parameters
     ----------
-    data : arviz.InferenceData, xarray.DataTree or xarray.Dataset
+    data : arviz.InferenceData, xarray.DataTree, xarray.Dataset or xarray.DataArray
         The trace: ``pm.sample`` output (InferenceData on ArviZ 0.x, DataTree on
-        ArviZ 1.x / PyMC 6) or the posterior Dataset itself.
+        ArviZ 1.x / PyMC 6), the posterior Dataset itself, or one variable's draws as a
+        DataArray with the sample dims and any parameter dims (named by its name, "x"
+        if it has none; a score array of its shape or a score DataArray with its dims
+        is read as that variable's score).
     model : pymc.Model, optional
         The model that produced the trace. Draws are the model's value variables
         (unconstrained space): taken from the trace when it stores them
@@ -647,7 +676,8 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
     SteinInput
         ``draws`` and ``scores`` as float64 arrays of shape (chain, draw, d); ``chain``
         and ``draw`` coordinate values; ``parameter`` labels (value-variable names with
-        indices, e.g. ``"sigma_log__"``, ``"beta[0]"``); ``attrs`` naming the space,
+        coordinate values or positions, e.g. ``"sigma_log__"``, ``"beta[0]"``,
+        ``"theta[a]"``: the rule of :mod:`steindiag.inputs._labels`); ``attrs`` naming the space,
         the score source, and for a model its free variables, value variables,
         transforms and where each value came from.
 
@@ -678,17 +708,94 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
     Examples
     --------
     >>> import numpy as np, xarray as xr
-    >>> from steindiag._data import prepare_trace
+    >>> from steindiag.inputs._trace import prepare_trace
     >>> rng = np.random.default_rng(0)
     >>> posterior = xr.Dataset({"x": (("chain", "draw"), rng.standard_normal((2, 100)))})
     >>> prepared = prepare_trace(posterior, score=lambda x: -x)   # N(0, 1): s(x) = -x
     >>> prepared.draws.shape, prepared.parameter
     ((2, 100, 1), ['x'])
     """
+    pending = read_trace(
+        data, model, score=score, batched=batched, group=group, var_names=var_names,
+        coords=coords, sample_dims=sample_dims, chunk_size=chunk_size,
+        compile_mode=compile_mode, space=space,
+    )
+    return pending.with_scores()
+
+
+@dataclass(kw_only=True)
+class TraceDraws:
+    """Draws of a trace read and checked, their scores not yet evaluated.
+
+    ``with_scores()`` evaluates (or loads) the scores and returns the ``SteinInput``;
+    everything that can be checked without a score has been checked by then.
+    """
+
+    draws: np.ndarray
+    chain: np.ndarray
+    draw: np.ndarray
+    parameter: list
+    attrs: dict
+    scores: object = None  # () -> (scores (chain, draw, d), source), or None
+
+    def with_scores(self):
+        if self.scores is None:
+            raise TypeError(
+                "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
+                "p); without them the trace must hold nutpie's stored unconstrained "
+                "draws and gradients (store_unconstrained=True, store_gradient=True)."
+            )
+        scores, source = self.scores()
+        if scores.shape != self.draws.shape:
+            raise ValueError(
+                f"scores have shape {scores.shape} but draws have shape {self.draws.shape}."
+            )
+        _where_not_finite(
+            scores, self.chain, self.draw, self.parameter, "scores",
+            "The score (grad log p) must be finite at every draw; check the model or the "
+            "score source at those draws.",
+        )
+        return SteinInput(
+            draws=self.draws,
+            scores=np.ascontiguousarray(scores, dtype=np.float64),
+            chain=self.chain,
+            draw=self.draw,
+            parameter=list(self.parameter),
+            attrs={**self.attrs, "score_source": source},
+        )
+
+
+def _dataarray_as_dataset(data, score):
+    """A DataArray of draws as a one-variable Dataset, and its score in the same form.
+
+    A score array of the DataArray's shape, or a score DataArray with its dims, is
+    read as that variable's score (so its elements get the same labels).
+    """
+    name = data.name if data.name is not None else "x"
+    if isinstance(score, (np.ndarray, list, tuple)) and np.shape(score) == data.shape:
+        score = data.copy(data=np.asarray(score))
+    if isinstance(score, xr.DataArray) and set(score.dims) == set(data.dims):
+        score = score.to_dataset(name=name)
+    return data.to_dataset(name=name), score
+
+
+def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
+               var_names=None, coords=None, sample_dims=("chain", "draw"),
+               chunk_size=None, compile_mode=None, space=None, need_score=True):
+    """The draws of a trace (``TraceDraws``); arguments as :func:`prepare_trace`.
+
+    Every argument is validated before anything is read; the draws are read and
+    checked, but no score is evaluated and no score graph compiled (a PyMC model's
+    forward transforms may be compiled to map constrained values to the value
+    variables). ``need_score=False``: only the draws are wanted (no score source is
+    required, and none is evaluated).
+    """
     var_names, coords, sample_dims = _prepare_trace_iv(
         data, model, score, batched, group, var_names, coords, sample_dims, chunk_size,
         compile_mode,
     )
+    if _container_kind(data) == "dataarray":
+        data, score = _dataarray_as_dataset(data, score)
     if _container_kind(data) == "dataset":
         posterior, group_label = data, "data"
     elif _container_kind(data) == "datatree" and not data.children and data.has_data:
@@ -712,31 +819,28 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
             data, model, posterior, pair, chain, draw, coords=coords, group=group,
             sample_dims=sample_dims, chunk_size=chunk_size, compile_mode=compile_mode,
         )
-        if score is not None:
-            names = [var.value_name for var in layout]
-            scores, source = _user_scores(score, draws, labels, names, chain, draw,
-                                          sample_dims, batched=batched, chunk_size=chunk_size)
-        elif nutpie_scores is not None:
-            scores, source = nutpie_scores, "nutpie"
-            attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
-        else:
-            from steindiag import _pymc
+
+        def scores():
+            if score is not None:
+                names = [var.value_name for var in layout]
+                return _user_scores(score, draws, labels, names, chain, draw, sample_dims,
+                                    batched=batched, chunk_size=chunk_size)
+            if nutpie_scores is not None:
+                attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
+                return nutpie_scores, "nutpie"
+            from steindiag.inputs import _pymc
 
             mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
             flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),
                                       chunk_size=chunk_size, mode=mode)
-            scores, source = flat.reshape(draws.shape), "pymc"
             attrs["pytensor_mode"] = mode
+            return flat.reshape(draws.shape), "pymc"
     else:
-        nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords, sample_dims,
-                                                     chain, draw)
-        if score is None:
-            if nutpie_draw is None or nutpie_gradient is None:
-                raise TypeError(
-                    "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
-                    "p); without them the trace must hold nutpie's stored unconstrained "
-                    "draws and gradients (store_unconstrained=True, store_gradient=True)."
-                )
+        nutpie_draw, nutpie_gradient = None, None
+        if score is None and need_score:
+            nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords,
+                                                         sample_dims, chain, draw)
+        if nutpie_draw is not None and nutpie_gradient is not None:
             if space == "constrained":
                 raise ValueError(
                     "space='constrained' was given, but without score= the draws and scores "
@@ -749,37 +853,37 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
             gradient = nutpie_gradient
             if parameter_dim in nutpie_gradient.coords and parameter_dim in nutpie_draw.coords:
                 gradient = nutpie_gradient.sel({parameter_dim: nutpie_draw[parameter_dim].values})
-            scores = np.asarray(gradient.values, dtype=np.float64)
-            source = "nutpie"
             attrs = {"space": "unconstrained",
                      "scores_from": "sample_stats['gradient'] (nutpie store_gradient=True)"}
+
+            def scores():
+                return np.asarray(gradient.values, dtype=np.float64), "nutpie"
+        elif score is None and need_score:
+            raise TypeError(
+                "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
+                "p); without them the trace must hold nutpie's stored unconstrained "
+                "draws and gradients (store_unconstrained=True, store_gradient=True)."
+            )
         else:
-            _check_trace_space(data, posterior, space, group_label)
+            if score is not None:
+                _check_trace_space(data, posterior, space, group_label)
             if var_names is None:
                 var_names = (list(score.data_vars) if isinstance(score, xr.Dataset)
                              else list(posterior.data_vars))
             draws, labels = _flatten_dataset(posterior, var_names, pair, group_label)
-            scores, source = _user_scores(score, draws, labels, var_names, chain, draw,
-                                          sample_dims, batched=batched, chunk_size=chunk_size)
             attrs = {"space": "as given" if space is None else space,
                      "variables": list(var_names)}
+
+            def scores():
+                return _user_scores(score, draws, labels, var_names, chain, draw, sample_dims,
+                                    batched=batched, chunk_size=chunk_size)
         _where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
-    if scores.shape != draws.shape:
-        raise ValueError(
-            f"scores have shape {scores.shape} but draws have shape {draws.shape}."
-        )
-    _where_not_finite(
-        scores, chain, draw, labels, "scores",
-        "The score (grad log p) must be finite at every draw; check the model or the "
-        "score source at those draws.",
-    )
-    attrs["score_source"] = source
-    return SteinInput(
+    return TraceDraws(
         draws=np.ascontiguousarray(draws, dtype=np.float64),
-        scores=np.ascontiguousarray(scores, dtype=np.float64),
         chain=chain,
         draw=draw,
         parameter=list(labels),
         attrs=attrs,
+        scores=scores if (score is not None or model is not None or need_score) else None,
     )

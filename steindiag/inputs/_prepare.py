@@ -1,0 +1,201 @@
+"""The one entry point of the input layer: data + score source -> ``SteinInput``.
+
+Every public function reads its input here, in three steps, so that every argument is
+checked before anything expensive is done::
+
+    1. read_input(...)        validate every input argument, then read the draws
+                              (arrays: their layout; traces: _trace.read_trace) ->
+                              PendingInput: draws, labels, coordinates; no score yet
+    2. the caller's checks    that need the draws (the preconditioner resolved from
+                              them, n_points <= N, the shape of a log_density array)
+    3. .with_scores()         evaluate or load the scores -> SteinInput
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from steindiag._types import SteinInput
+from steindiag._validate import as_draws_array, check_finite, warn_user
+from steindiag.inputs._arrays import array_sample_dims, array_scores, check_array_score
+from steindiag.inputs._arrays import read_array_draws
+
+__all__ = ["read_input", "prepare_input", "PendingInput", "is_labelled", "check_space",
+           "SPACES"]
+
+SPACES = ("unconstrained", "constrained")
+
+
+def is_labelled(data):
+    """True for xarray / ArviZ containers (DataArray included), which the trace reader takes."""
+    module = type(data).__module__ or ""
+    return module.startswith(("xarray", "arviz", "datatree"))
+
+
+def check_space(space, model):
+    """``space`` is None, "unconstrained" or "constrained"; a PyMC model fixes it."""
+    if space is None:
+        return
+    if not isinstance(space, str) or space not in SPACES:
+        raise ValueError(f"space must be None, 'unconstrained' or 'constrained'; got {space!r}.")
+    if model is not None and space != "unconstrained":
+        raise ValueError(
+            "with model=, draws and scores are in the model's unconstrained space (its value "
+            f"variables); space={space!r} cannot be combined with a model."
+        )
+
+
+def _array_input_iv(model, score, batched, var_names, coords, sample_dims, need_score):
+    """The arguments of an array input, all checked before the array is read."""
+    if model is not None:
+        raise TypeError(
+            "model can only be used with a trace (InferenceData, DataTree, Dataset or "
+            "DataArray); for arrays pass score= (an array or a callable)."
+        )
+    for name, value in (("var_names", var_names), ("coords", coords)):
+        if value is not None:
+            raise TypeError(f"{name} applies to labelled traces only; data is an array.")
+    layout = array_sample_dims(sample_dims)
+    if score is None and need_score:
+        raise TypeError(
+            "score is required when data is an array: pass an array of grad log p at each "
+            "draw (same shape as data) or a callable mapping (n, d) draws to (n, d) scores."
+        )
+    if score is not None and not callable(score) and isinstance(score, (str, bytes, dict)):
+        raise TypeError(
+            "score must be an array of grad log p at each draw (same shape as data) or a "
+            f"callable; got {type(score).__name__}."
+        )
+    return layout
+
+
+@dataclass(kw_only=True)
+class PendingInput:
+    """Draws read and checked, scores not yet evaluated (step 1 of the input layer).
+
+    Attributes
+    ----------
+    draws : ndarray of float64, shape (chain, draw, d)
+    chain, draw : ndarray
+        Coordinate values of the sample dims.
+    parameter : list of str
+        One label per column of ``draws`` (see :mod:`steindiag.inputs._labels`).
+    attrs : dict
+        Provenance, as ``SteinInput.attrs`` (without ``score_source`` yet).
+    """
+
+    draws: np.ndarray
+    chain: np.ndarray
+    draw: np.ndarray
+    parameter: list
+    attrs: dict
+    _complete: object = None
+
+    @property
+    def n_draws(self):
+        """Number of draws, all chains together."""
+        return self.draws.shape[0] * self.draws.shape[1]
+
+    def with_scores(self):
+        """Evaluate or load the scores: the ``SteinInput``."""
+        prepared = self._complete()
+        warn_zero_score_columns(prepared)
+        return prepared
+
+    def draws_only(self):
+        """A ``SteinInput`` whose scores are zeros, for callers that never read them (MMD)."""
+        return SteinInput(draws=self.draws, scores=np.zeros_like(self.draws), chain=self.chain,
+                          draw=self.draw, parameter=list(self.parameter),
+                          attrs={**self.attrs, "score_source": "none"})
+
+
+def read_input(data, model=None, *, score=None, batched=True, group="posterior",
+               var_names=None, coords=None, sample_dims=None, space=None, need_score=True):
+    """Validate every input argument and read the draws; no score is evaluated.
+
+    Parameters are those of :func:`steindiag.ksd`. ``need_score=False``: the caller
+    uses the draws only (``mmd``), so no score source is required.
+
+    Returns
+    -------
+    PendingInput
+        Its ``with_scores()`` evaluates the scores and returns the ``SteinInput``.
+    """
+    check_space(space, model)
+    if not isinstance(batched, (bool, np.bool_)):
+        raise TypeError(f"batched must be True or False; got {batched!r}.")
+    if is_labelled(data):
+        from steindiag.inputs._trace import read_trace
+
+        pending = read_trace(
+            data, model, score=score, batched=batched, group=group, var_names=var_names,
+            coords=coords, sample_dims=("chain", "draw") if sample_dims is None else sample_dims,
+            space=space, need_score=need_score,
+        )
+        draws, chain, draw = pending.draws, pending.chain, pending.draw
+        as_draws_array(draws, "data")
+        check_finite(draws, "draws", chain, draw)
+
+        def complete():
+            prepared = pending.with_scores()
+            check_finite(prepared.scores, "scores", prepared.chain, prepared.draw)
+            return prepared
+
+        return PendingInput(draws=draws, chain=chain, draw=draw, parameter=pending.parameter,
+                            attrs=pending.attrs, _complete=complete)
+    layout = _array_input_iv(model, score, batched, var_names, coords, sample_dims, need_score)
+    raw, layout, draws, labels = read_array_draws(data, layout)
+    check_finite(draws, "data")
+    check_array_score(score, raw)
+    attrs = {"space": "as given" if space is None else space}
+    chain, draw = np.arange(draws.shape[0]), np.arange(draws.shape[1])
+
+    def complete():
+        scores, source = array_scores(score, raw, layout, draws, batched)
+        check_finite(scores, "score")
+        return SteinInput(draws=draws, scores=scores, chain=chain, draw=draw,
+                          parameter=list(labels), attrs={**attrs, "score_source": source})
+
+    return PendingInput(draws=draws, chain=chain, draw=draw, parameter=labels, attrs=attrs,
+                        _complete=complete)
+
+
+def prepare_input(data, model=None, *, score=None, batched=True, group="posterior",
+                  var_names=None, coords=None, sample_dims=None, space=None):
+    """Turn any supported ``data`` + score source into a validated ``SteinInput``.
+
+    ``read_input(...).with_scores()``: for callers with no check of their own between
+    reading the draws and evaluating the scores.
+    """
+    return read_input(
+        data, model, score=score, batched=batched, group=group, var_names=var_names,
+        coords=coords, sample_dims=sample_dims, space=space,
+    ).with_scores()
+
+
+def warn_zero_score_columns(prepared):
+    """Warn about parameters whose score is exactly 0 at every draw while the draws vary.
+
+    No proper density is flat along a coordinate; such a column is almost always a
+    deterministic quantity (numpyro.deterministic, a PyMC Deterministic, a Stan
+    generated quantity) flattened into the draws, and it inflates KSD.
+    """
+    d = prepared.draws.shape[2]
+    zero = np.all(prepared.scores.reshape(-1, d) == 0.0, axis=0)
+    if not zero.any():
+        return
+    flat = prepared.draws.reshape(-1, d)
+    varies = flat.max(axis=0) > flat.min(axis=0)
+    columns = np.flatnonzero(zero & varies)
+    if columns.size == 0:
+        return
+    names = [prepared.parameter[k] for k in columns[:10]]
+    more = f" and {columns.size - 10} more" if columns.size > 10 else ""
+    warn_user(
+        f"the score is exactly 0 at every draw for {columns.size} of {d} parameter(s), "
+        f"{names}{more}, while their draws vary: log p does not depend on them, so they are "
+        "not parameters of the target. This is usually a deterministic quantity "
+        "(numpyro.deterministic, a PyMC Deterministic, a Stan transformed parameter or "
+        "generated quantity) flattened into the draws; it inflates KSD. Leave it out "
+        "(var_names= for a trace; keep only the sampled sites when flattening)."
+    )
