@@ -275,6 +275,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     Cost: one tiled pass for all B + 1 weight vectors (the statistic is the all-ones
     vector): O(N^2 (d + B)) time, the kernel tiles shared by all columns and multiplied
     with BLAS; O(N B) memory for the weights (8 N (B + 1) bytes); K_p is never stored.
+    With ``client=``, the weights are sent once to every worker with the draws, so each
+    worker holds them too, and each task returns its row tiles' (2, B + 1) partial forms.
 
     References
     ----------
