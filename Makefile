@@ -5,7 +5,8 @@
 
 PYTHON ?= python3
 VENV ?= .venv
-# Extras installed for `make test`; CI adds `ecosystems` on one Python (numpyro, blackjax,
+# Extras installed for `make test`; CI adds `dask` on both Pythons (tests/test_dask.py:
+# the engine on a local dask.distributed cluster) and `ecosystems` on one (numpyro, blackjax,
 # emcee, pystan: tests/test_ecosystems.py runs the user guide's recipes).
 EXTRAS ?= test
 PY := $(VENV)/bin/python

@@ -149,7 +149,38 @@ def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
     return row_same, row_all
 
 
-def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
+@dataclass(kw_only=True)
+class GemmPanels:
+    """The BLAS path's layout of draws and scores (see ``_kernels.lower_row_sums_gemm``).
+
+    Attributes
+    ----------
+    panels : ndarray (n_tiles, n_blocks, chain, tile, d)
+        Stacked blocks [X, S] (isotropic) or [Z, Y, S], z = sqrt(a) x, y = a x, of the
+        centred draws in kernel coordinates, zero-padded past ``n_draw``.
+    norm_q, norm_a2, ys : ndarray (n_tiles, chain, tile)
+        Row-wise |z|^2, |y|^2 (``norm_q`` itself if isotropic) and y.s.
+    tile, n_tiles, n_draw : int
+    scale_q : float
+        A = scale_q I if isotropic, 1 otherwise.
+    """
+
+    panels: np.ndarray
+    norm_q: np.ndarray
+    norm_a2: np.ndarray
+    ys: np.ndarray
+    tile: int
+    n_tiles: int
+    n_draw: int
+    scale_q: float
+
+
+def gemm_panels(draws, scores, pre, tile_rows=None):
+    """Centre draws and scores in kernel coordinates and lay them out in BLAS tiles.
+
+    ``tile_rows`` draws (over all chains) on each side of a tile (default
+    ``_GEMM_TILE_ROWS``). Memory: 2 N d doubles (3 N d unless isotropic) and 2-3 N.
+    """
     n_chain, n_draw, d = draws.shape
     # Centre (in kernel coordinates; the map is linear) so that
     # |z_i|^2 + |z_j|^2 - 2 z_i.z_j does not lose digits to cancellation.
@@ -175,6 +206,15 @@ def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
             norm_a2[index, c, : stop - start] = np.einsum("tk,tk->t", blocks[1], blocks[1])
         ys[index, c, : stop - start] = np.einsum("tk,tk->t", blocks[-2], blocks[-1])
     scale_q = float(pre.a[0]) if pre.isotropic else 1.0
+    return GemmPanels(panels=panels, norm_q=norm_q, norm_a2=norm_a2, ys=ys, tile=tile,
+                      n_tiles=n_tiles, n_draw=n_draw, scale_q=scale_q)
+
+
+def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
+    n_chain, n_draw, d = draws.shape
+    layout = gemm_panels(draws, scores, pre, tile_rows)
+    panels, norm_q, norm_a2, ys = layout.panels, layout.norm_q, layout.norm_a2, layout.ys
+    tile, n_tiles, scale_q = layout.tile, layout.n_tiles, layout.scale_q
     row_same = np.empty((n_chain, n_tiles * tile))
     row_all = np.empty((n_chain, n_tiles * tile))
 
@@ -215,7 +255,8 @@ def _same_chain_sums(draws, scores, pre, c2, beta):
     return row_same
 
 
-def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress, **options):
+def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress,
+                          same_chain_sums=_same_chain_sums, **options):
     """Row sums for many short chains: the pooled sums as one time-major sequence.
 
     "Earlier" for the pooled sums is time-major order (draw index, then chain), so the
@@ -232,11 +273,11 @@ def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress, **opt
     _, row_all = compute(time_major(draws), time_major(scores), pre, c2, beta,
                          progress=progress, **options)
     row_all = np.ascontiguousarray(row_all.reshape(n_draw, n_chain).T)
-    return _same_chain_sums(draws, scores, pre, c2, beta), row_all
+    return same_chain_sums(draws, scores, pre, c2, beta), row_all
 
 
 def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", progress=False,
-                   **options):
+                   backend=None, **options):
     """Stein-kernel row sums of (chain, draw, d) draws and scores.
 
     Parameters
@@ -251,6 +292,11 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
         ``"auto"`` uses ``"fused"`` for d <= 3, ``"gemm"`` above.
     progress : bool or None, default False
         Show a progress bar (None: only when interactive and the pass is long).
+    backend : object, optional
+        Where the passes run: None for this process (Numba threads), or an object with
+        a ``methods`` dict (``"fused"``, ``"gemm"``: functions with the signature of
+        ``METHODS``' values) and a ``same_chain_sums`` function (that of
+        ``_same_chain_sums``), such as ``steindiag.engine.dask.DaskBackend``.
     **options
         ``tile_rows`` for ``"gemm"`` (draws per tile side, over all chains).
 
@@ -273,15 +319,18 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
     d = draws.shape[2]
     if method == "auto":
         method = "fused" if d <= _FUSED_MAX_D else "gemm"
+    methods = METHODS if backend is None else backend.methods
     try:
-        compute = METHODS[method]
+        compute = methods[method]
     except KeyError:
         raise ValueError(
             f"method must be 'auto' or one of {sorted(METHODS)}; got {method!r}."
         ) from None
     if draws.shape[0] > _MANY_CHAINS[method]:
+        same_chain = _same_chain_sums if backend is None else backend.same_chain_sums
         row_same, row_all = _row_sums_many_chains(compute, draws, scores, preconditioner, c2,
-                                                  beta, progress, **options)
+                                                  beta, progress, same_chain_sums=same_chain,
+                                                  **options)
     else:
         row_same, row_all = compute(draws, scores, preconditioner, c2, beta,
                                     progress=progress, **options)

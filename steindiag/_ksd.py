@@ -14,6 +14,7 @@ from steindiag._engine import METHODS, stein_row_sums
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_kernel_args, check_method
 from steindiag.inputs import read_input
+from steindiag.engine import resolve_backend
 
 __all__ = ["ksd", "ksd_path"]
 
@@ -21,12 +22,13 @@ _KERNEL_DOC = "IMQ Langevin Stein kernel, k(x, y) = (c^2 + (x-y)^T A (x-y))^beta
 
 
 def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var_names,
-             coords, sample_dims, method, progress, space=None):
+             coords, sample_dims, method, progress, space=None, client=None):
     c, beta = check_kernel_args(c, beta)
     check_method(method, {"auto", *METHODS})
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False; got {progress!r}.")
     check_preconditioner(preconditioner)
+    backend = resolve_backend(client)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
@@ -36,7 +38,7 @@ def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var
     prepared = pending.with_scores()
     sums = stein_row_sums(
         prepared.draws, prepared.scores, c=c, beta=beta, preconditioner=pre, method=method,
-        progress=progress,
+        progress=progress, backend=backend,
     )
     attrs = kernel_attrs(prepared, pre, c, beta)
     return prepared, sums, attrs
@@ -128,12 +130,19 @@ _COMMON_PARAMETERS = """\
         page). Recorded in ``attrs["space"]`` ("as given" when None). Required for a
         trace written by a library that transforms its variables (ArviZ's
         ``inference_library`` attribute: numpyro, Stan, PyMC without ``model``, ...), whose
-        stored values are constrained while the usual scores are not."""
+        stored values are constrained while the usual scores are not.
+    client : distributed.Client, optional
+        Run the O(N^2 d) pass on the workers of a dask.distributed cluster (optional
+        dependency: ``pip install 'steindiag[dask]'``); None (default) runs it on this
+        machine's cores. The prepared draws and scores are sent once to every worker and
+        blocks of rows run there as single-threaded tasks with the same kernels, so the
+        numbers are the same (to rounding); only O(N) sums come back. Start workers with
+        one thread each, as many as cores. See the user guide, "Beyond one machine"."""
 
 
 def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
-        sample_dims=None, method="auto", progress=None, space=None):
+        sample_dims=None, method="auto", progress=None, space=None, client=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
 
     Parameters
@@ -181,6 +190,7 @@ def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
         data, model, score=score, batched=batched, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
+        client=client,
     )
     n_chain, n_draw = sums.diagonal.shape
     n_total = n_chain * n_draw
@@ -223,7 +233,8 @@ def _path_points(n_draw, n_points):
 
 def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
-             sample_dims=None, method="auto", n_points=None, progress=None, space=None):
+             sample_dims=None, method="auto", n_points=None, progress=None, space=None,
+             client=None):
     """Running KSD as every chain grows, per chain and pooled, from one pass.
 
     Parameters
@@ -262,6 +273,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
         data, model, score=score, batched=batched, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
+        client=client,
     )
     n_chain, n_draw = sums.diagonal.shape
     points = _path_points(n_draw, n_points)

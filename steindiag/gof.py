@@ -28,6 +28,7 @@ from steindiag._preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_kernel_args, check_rng
 from steindiag.inputs import is_labelled, read_input
 from steindiag.inputs._arrays import array_sample_dims
+from steindiag.engine import resolve_backend
 
 __all__ = ["ksd_test"]
 
@@ -122,7 +123,7 @@ def _row_tiles(n_chain, n_draw):
     return starts, stops, chain_start
 
 
-def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled):
+def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled, backend=None):
     """w_b^T K_p w_b for every column of W, per chain and (optionally) pooled.
 
     Parameters
@@ -132,6 +133,7 @@ def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled):
     c, beta : float
     weights : ndarray (chain * draw, B), C-contiguous, rows in chain-major order
     pooled : bool, also the forms on all chains together (cross-chain pairs included)
+    backend : None (this process) or a cluster backend (``steindiag.engine``)
 
     Returns
     -------
@@ -148,11 +150,17 @@ def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled):
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
     scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
     starts, stops, chain_start = _row_tiles(n_chain, n_draw)
-    out = np.empty((starts.shape[0], 2, weights.shape[1]))
-    with threadpool_limits(limits=1, user_api="blas"):
-        stein_quadratic_forms(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
-                              float(c) ** 2, float(beta), preconditioner.trace_a, weights,
-                              starts, stops, chain_start, pooled, out)
+    if backend is not None:
+        out = backend.quadratic_form_tiles(draws_t, scores_t, preconditioner, float(c) ** 2,
+                                           float(beta), weights, starts, stops, chain_start,
+                                           pooled)
+    else:
+        out = np.empty((starts.shape[0], 2, weights.shape[1]))
+        with threadpool_limits(limits=1, user_api="blas"):
+            stein_quadratic_forms(draws_t, scores_t, preconditioner.a,
+                                  preconditioner.isotropic, float(c) ** 2, float(beta),
+                                  preconditioner.trace_a, weights, starts, stops, chain_start,
+                                  pooled, out)
     tile_chain = starts // n_draw
     per_chain = np.zeros((n_chain, weights.shape[1]))
     np.add.at(per_chain, tile_chain, out[:, 0])
@@ -185,7 +193,8 @@ def _pvalue(bootstrap_statistics, observed):
 
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
              pooled=True, batched=True, c=1.0, beta=-0.5, preconditioner="standardize",
-             group="posterior", var_names=None, coords=None, sample_dims=None, space=None):
+             group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
+             client=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
 
     Null hypothesis: the draws are distributed as p (the density whose score is given).
@@ -268,6 +277,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     Cost: one tiled pass for all B + 1 weight vectors (the statistic is the all-ones
     vector): O(N^2 (d + B)) time, the kernel tiles shared by all columns and multiplied
     with BLAS; O(N B) memory for the weights (8 N (B + 1) bytes); K_p is never stored.
+    With ``client=``, the weights are sent once to every worker with the draws, so each
+    worker holds them too, and each task returns its row tiles' (2, B + 1) partial forms.
 
     References
     ----------
@@ -290,6 +301,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled)
     c, beta = check_kernel_args(c, beta)
     check_preconditioner(preconditioner)
+    backend = resolve_backend(client)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
@@ -326,7 +338,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             )
     weights = _bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
     per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, c, beta,
-                                              weights, pooled)
+                                              weights, pooled, backend=backend)
     del weights
     per_chain /= n_draw
     chain = xr.Variable(("chain",), prepared.chain)

@@ -75,6 +75,8 @@ _KSD_BAD = [
     ({"sample_dims": ("walker",)}, ValueError, "sample_dims"),
     ({"var_names": ["x"]}, TypeError, "var_names"),
 ]
+# client= (ksd, ksd_path, ksd_test): checked before any score, with or without dask.
+_CLIENT_BAD = [({"client": "tcp://127.0.0.1:8786"}, (TypeError, ImportError), "client|dask")]
 _WEIGHTS_BAD = [
     *[case for case in _KSD_BAD if "method" not in case[0]],
     ({"method": "newton"}, ValueError, "method must be one of"),
@@ -105,9 +107,11 @@ _TEST_BAD = [
     ({"n_bootstrap": 1.5}, TypeError, "n_bootstrap"),
     ({"rng": "seed"}, TypeError, "rng"),
     ({"pooled": "yes"}, TypeError, "pooled"),
+    *_CLIENT_BAD,
 ]
 _PATH_BAD = [
     *_KSD_BAD,
+    *_CLIENT_BAD,
     ({"n_points": 1}, ValueError, "n_points"),
     ({"n_points": 2.5}, TypeError, "n_points"),
 ]
@@ -124,7 +128,7 @@ _SVGD_BAD = [
     ({"sample_dims": ("walker",)}, ValueError, "sample_dims"),
 ]
 _FUNCTIONS = {
-    "ksd": (lambda x, **kw: ksd(x, **kw), _KSD_BAD),
+    "ksd": (lambda x, **kw: ksd(x, **kw), [*_KSD_BAD, *_CLIENT_BAD]),
     "ksd_path": (lambda x, **kw: ksd_path(x, **kw), _PATH_BAD),
     "stein_weights": (lambda x, **kw: stein_weights(x, **kw), _WEIGHTS_BAD),
     "stein_thin": (lambda x, **kw: stein_thin(x, **{"n_points": 5, **kw}), _THIN_BAD),
