@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from steindiag import _kernels
 from steindiag._preconditioner import Preconditioner
 from steindiag._progress import make_progress
+from steindiag.kernels import BaseKernel
 
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
 
@@ -131,14 +132,15 @@ def _transposed(pre, draws, scores):
     return draws_t, scores_t
 
 
-def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
+def _row_sums_fused(draws, scores, pre, kernel, progress=None):
     n_chain, n_draw, d = draws.shape
     draws_t, scores_t = _transposed(pre, draws, scores)
     row_same = np.empty((n_chain, n_draw))
     row_all = np.empty((n_chain, n_draw))
+    params = kernel.numba_params
 
     def compute_rows(t_begin, t_end):
-        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, c2, beta,
+        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.kind, params,
                                 pre.trace_a, row_same, row_all, t_begin, t_end)
 
     def pairs_before(t):
@@ -149,7 +151,7 @@ def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
     return row_same, row_all
 
 
-def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
+def _row_sums_gemm(draws, scores, pre, kernel, progress=None, tile_rows=None):
     n_chain, n_draw, d = draws.shape
     # Centre (in kernel coordinates; the map is linear) so that
     # |z_i|^2 + |z_j|^2 - 2 z_i.z_j does not lose digits to cancellation.
@@ -177,11 +179,12 @@ def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
     scale_q = float(pre.a[0]) if pre.isotropic else 1.0
     row_same = np.empty((n_chain, n_tiles * tile))
     row_all = np.empty((n_chain, n_tiles * tile))
+    params = kernel.numba_params
 
     def compute_rows(tile_begin, tile_end):
         _kernels.lower_row_sums_gemm(panels, norm_q, norm_a2, ys, n_draw, pre.isotropic,
-                                     scale_q, c2, beta, pre.trace_a, row_same, row_all,
-                                     tile_begin, tile_end)
+                                     scale_q, kernel.kind, params, pre.trace_a, row_same,
+                                     row_all, tile_begin, tile_end)
 
     def pairs_before(tile_index):
         rows = n_chain * min(tile_index * tile, n_draw)
@@ -196,7 +199,7 @@ def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
 METHODS = {"fused": _row_sums_fused, "gemm": _row_sums_gemm}
 
 
-def _same_chain_sums(draws, scores, pre, c2, beta):
+def _same_chain_sums(draws, scores, pre, kernel):
     """Row sums over earlier draws of the same chain only, (chain, draw).
 
     Runs in chunks of chains of about ``_CHUNK_SECONDS`` each, so that Ctrl-C is
@@ -210,12 +213,13 @@ def _same_chain_sums(draws, scores, pre, c2, beta):
                        max(1, n_chain // _MIN_CHUNK_CHAINS)))
     bounds = np.unique(np.round(np.linspace(0, n_chain, n_chunks + 1)).astype(int))
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, c2, beta,
-                                     pre.trace_a, row_same, int(lo), int(hi))
+        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.kind,
+                                     kernel.numba_params, pre.trace_a, row_same, int(lo),
+                                     int(hi))
     return row_same
 
 
-def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress, **options):
+def _row_sums_many_chains(compute, draws, scores, pre, kernel, progress, **options):
     """Row sums for many short chains: the pooled sums as one time-major sequence.
 
     "Earlier" for the pooled sums is time-major order (draw index, then chain), so the
@@ -229,13 +233,13 @@ def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress, **opt
     def time_major(array):
         return np.ascontiguousarray(array.transpose(1, 0, 2)).reshape(1, n_chain * n_draw, d)
 
-    _, row_all = compute(time_major(draws), time_major(scores), pre, c2, beta,
+    _, row_all = compute(time_major(draws), time_major(scores), pre, kernel,
                          progress=progress, **options)
     row_all = np.ascontiguousarray(row_all.reshape(n_draw, n_chain).T)
-    return _same_chain_sums(draws, scores, pre, c2, beta), row_all
+    return _same_chain_sums(draws, scores, pre, kernel), row_all
 
 
-def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", progress=False,
+def stein_row_sums(draws, scores, *, kernel, preconditioner, method="auto", progress=False,
                    **options):
     """Stein-kernel row sums of (chain, draw, d) draws and scores.
 
@@ -243,8 +247,8 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
     ----------
     draws, scores : ndarray (chain, draw, d)
         Finite float64 arrays (validated by the caller).
-    c, beta : float
-        IMQ parameters, c > 0 and -1 < beta < 0.
+    kernel : steindiag.kernels.BaseKernel
+        The base kernel, already validated (``steindiag.kernels.make_kernel``).
     preconditioner : Preconditioner
         Already resolved from the pooled draws.
     method : {"auto", "fused", "gemm"}
@@ -264,12 +268,13 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
     """
     if not isinstance(preconditioner, Preconditioner):
         raise TypeError("preconditioner must be a resolved Preconditioner.")
-    c2 = float(c) ** 2
-    beta = float(beta)
+    if not isinstance(kernel, BaseKernel):
+        raise TypeError("kernel must be a steindiag.kernels kernel object.")
     scores_sq = np.empty(draws.shape[:2])
     for ch, start, stop, _, s_k in _kernel_chunks(preconditioner, draws, scores, _CHUNK):
         scores_sq[ch, start:stop] = np.einsum("tk,tk->t", s_k, s_k)
-    diagonal = _kernels.stein_kernel_diagonal(scores_sq, c2, beta, preconditioner.trace_a)
+    diagonal = _kernels.stein_kernel_diagonal(scores_sq, kernel.kind, kernel.numba_params,
+                                              preconditioner.trace_a)
     d = draws.shape[2]
     if method == "auto":
         method = "fused" if d <= _FUSED_MAX_D else "gemm"
@@ -280,9 +285,9 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
             f"method must be 'auto' or one of {sorted(METHODS)}; got {method!r}."
         ) from None
     if draws.shape[0] > _MANY_CHAINS[method]:
-        row_same, row_all = _row_sums_many_chains(compute, draws, scores, preconditioner, c2,
-                                                  beta, progress, **options)
+        row_same, row_all = _row_sums_many_chains(compute, draws, scores, preconditioner,
+                                                  kernel, progress, **options)
     else:
-        row_same, row_all = compute(draws, scores, preconditioner, c2, beta,
+        row_same, row_all = compute(draws, scores, preconditioner, kernel,
                                     progress=progress, **options)
     return SteinSums(diagonal=diagonal, row_same=row_same, row_all=row_all)
