@@ -487,7 +487,7 @@ def matrix_free_kernel(points, scale):
 def dummy_kernel():
     """A ``kp`` tuple of the right types for mode 1 (never read)."""
     tiny = np.zeros((1, 1, 1))
-    return (tiny, tiny, np.ones(1), True, 0, np.array([1.0, -0.5]), 1.0, np.zeros((1, 1)),
+    return (tiny, tiny, np.ones(1), True, (0,), np.array([1.0, -0.5]), 1.0, np.zeros((1, 1)),
             np.zeros((1, 1)), 1.0)
 
 

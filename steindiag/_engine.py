@@ -137,10 +137,10 @@ def _row_sums_fused(draws, scores, pre, kernel, progress=None):
     draws_t, scores_t = _transposed(pre, draws, scores)
     row_same = np.empty((n_chain, n_draw))
     row_all = np.empty((n_chain, n_draw))
-    params = kernel.numba_params
+    kind, params = kernel.numba_kind, kernel.numba_params
 
     def compute_rows(t_begin, t_end):
-        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.kind, params,
+        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kind, params,
                                 pre.trace_a, row_same, row_all, t_begin, t_end)
 
     def pairs_before(t):
@@ -179,11 +179,11 @@ def _row_sums_gemm(draws, scores, pre, kernel, progress=None, tile_rows=None):
     scale_q = float(pre.a[0]) if pre.isotropic else 1.0
     row_same = np.empty((n_chain, n_tiles * tile))
     row_all = np.empty((n_chain, n_tiles * tile))
-    params = kernel.numba_params
+    kind, params = kernel.numba_kind, kernel.numba_params
 
     def compute_rows(tile_begin, tile_end):
         _kernels.lower_row_sums_gemm(panels, norm_q, norm_a2, ys, n_draw, pre.isotropic,
-                                     scale_q, kernel.kind, params, pre.trace_a, row_same,
+                                     scale_q, kind, params, pre.trace_a, row_same,
                                      row_all, tile_begin, tile_end)
 
     def pairs_before(tile_index):
@@ -213,7 +213,7 @@ def _same_chain_sums(draws, scores, pre, kernel):
                        max(1, n_chain // _MIN_CHUNK_CHAINS)))
     bounds = np.unique(np.round(np.linspace(0, n_chain, n_chunks + 1)).astype(int))
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.kind,
+        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.numba_kind,
                                      kernel.numba_params, pre.trace_a, row_same, int(lo),
                                      int(hi))
     return row_same
@@ -273,7 +273,7 @@ def stein_row_sums(draws, scores, *, kernel, preconditioner, method="auto", prog
     scores_sq = np.empty(draws.shape[:2])
     for ch, start, stop, _, s_k in _kernel_chunks(preconditioner, draws, scores, _CHUNK):
         scores_sq[ch, start:stop] = np.einsum("tk,tk->t", s_k, s_k)
-    diagonal = _kernels.stein_kernel_diagonal(scores_sq, kernel.kind, kernel.numba_params,
+    diagonal = _kernels.stein_kernel_diagonal(scores_sq, kernel.numba_kind, kernel.numba_params,
                                               preconditioner.trace_a)
     d = draws.shape[2]
     if method == "auto":

@@ -12,10 +12,10 @@ dot products unchanged). With ``u = x - y``,
     uads    = u^T A (s(x) - s(y))  ss   = s(x) . s(y)
     k_p     = -4 f''(qdist) a2dist - 2 f'(qdist) (tr A + uads) + f(qdist) ss
 
-for the base kernel k(x, y) = f(u^T A u) given by an int ``kind`` and a float64
-``params`` array (IMQ: f = (c^2 + t)^beta, params = [c^2, beta]; the formulas of every
-kernel are in ``steindiag.kernels._stein``, which also branches on the kind once per
-block of pairs, never per pair).
+for the base kernel k(x, y) = f(u^T A u) given by a kind token ``kind`` and a float64
+``params`` array (IMQ: f = (c^2 + t)^beta, params = [c^2, beta]). The formulas of every
+kernel are in ``steindiag.kernels._stein``; each kernel's token has its own Numba type,
+so each pass below is compiled once per kernel, with the other kernels' code removed.
 
 Layout. Draws and scores are stored chain by chain and transposed,
 ``(chain, d, draw)``, so that the innermost loop runs over draws with unit
@@ -41,6 +41,7 @@ from steindiag.kernels._stein import (  # noqa: F401  (_q_powers, stein_combine:
     _IMQ_SQRT,
     _q_powers,
     block_stein_sum,
+    _variant,
     kernel_constants,
     profile_at_zero,
     stein_combine,
@@ -123,7 +124,7 @@ def lower_row_sums(
     draws_t, scores_t : float64 (chain, d, draw), C-contiguous
     a : float64 (d,) diagonal of A in these coordinates (only a[0] used if isotropic)
     isotropic : bool, A = a[0] I
-    kind, params : the base kernel (``steindiag.kernels._stein``)
+    kind, params : the base kernel: kind token and parameters (``steindiag.kernels._stein``)
     trace_a : tr A
     row_same, row_all : float64 (chain, draw) outputs; entries t_begin..t_end-1 are written.
     t_begin, t_end : int
@@ -134,6 +135,7 @@ def lower_row_sums(
     Work is split over draw indices t in a balanced way (block b paired with
     block n - 1 - b) because row t costs O(t).
     """
+    c2, beta = kernel_constants(kind, params)
     n_chain = draws_t.shape[0]
     d = draws_t.shape[1]
     rows_per_task = 8
@@ -169,7 +171,7 @@ def lower_row_sums(
                                 x_i, s_i, qdist, a2dist, uads, ss,
                             )
                             total += block_stein_sum(
-                                kind, params, qdist, a2dist, uads, ss, nj, trace_a
+                                kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a
                             )
                         total_all += total
                         if c_j == c:
@@ -188,6 +190,7 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, 
     pass to use when there are many chains: its work, n_chain n_draw^2 / 2 pairs, is
     1/n_chain of the pooled pass.
     """
+    c2, beta = kernel_constants(kind, params)
     d = draws_t.shape[1]
     n_draw = draws_t.shape[2]
     for c in nb.prange(c_begin, c_end):
@@ -208,7 +211,8 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, 
                     draws_t, scores_t, a, isotropic, c, j0, nj, x_i, s_i, qdist, a2dist,
                     uads, ss,
                 )
-                total += block_stein_sum(kind, params, qdist, a2dist, uads, ss, nj, trace_a)
+                total += block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj,
+                                         trace_a)
             row_same[c, t] = total
 
 
@@ -234,6 +238,8 @@ def _tile_pair_loop(
     closer than about norms / 1e3 (repeated draws) are recomputed from differences.
     """
     total = 0.0
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
     for m in range(limit):
         norms_q = scale_q * (nq_i + nq_j[m])
         qdist = max(norms_q - 2.0 * scale_q * g_q[m], 0.0)
@@ -251,7 +257,7 @@ def _tile_pair_loop(
             exact = (norms_q <= _CANCELLATION_RATIO * q) & (
                 norms_a2 <= _CANCELLATION_RATIO * q * trace_a)
         uads = scale_q * (ys_ii + ys_jj[m] - g_ys[m] - g_sy[m])
-        value = stein_value(variant, qdist, a2dist, uads, g_ss[m], c2, beta, trace_a)
+        value = stein_value(variant, qdist, a2dist, uads, g_ss[m], c2, beta, trace_a, c1, c0)
         # Arithmetic rather than a branch, so that the loop still vectorises.
         keep = np.float64(exact)
         kept[m] = keep
@@ -281,7 +287,8 @@ def _tile_pair_sum(
     kept the loop scalar, 8x slower); and no second reduction, such as a count of the
     pairs left out (hence the ``kept`` flags).
     """
-    c2, beta, variant = kernel_constants(kind, params)
+    c2, beta = kernel_constants(kind, params)
+    variant = _variant(kind, beta)
     if variant == _IMQ_SQRT:
         return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
                                ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,

@@ -257,7 +257,8 @@ def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, gr
 def kernel_attrs(prepared, pre, kernel):
     """Attributes that reproduce a result: kernel, parameters, preconditioner, sizes, source.
 
-    ``kernel`` is the name to pass back as ``kernel=``; the IMQ adds ``c`` and ``beta``.
+    ``kernel`` is the kernel's label (accepted back as ``kernel=``); the IMQ adds ``c`` and
+    ``beta``.
     """
     n_chain, n_draw, d = prepared.draws.shape
     return {

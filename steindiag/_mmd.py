@@ -112,9 +112,9 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
     n_units = unit_start.shape[0] - 1
     partial = np.empty((max(_PARTS, nb.get_num_threads()), n_units, n_units))
-    base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic, kernel.kind,
-                          kernel.numba_params, np.ascontiguousarray(unit_start, dtype=np.int64),
-                          partial)
+    base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic,
+                          kernel.numba_kind, kernel.numba_params,
+                          np.ascontiguousarray(unit_start, dtype=np.int64), partial)
     lower = partial.sum(axis=0)
     return lower + lower.T
 

@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from steindiag._kernels import _FAST_SUM, _accumulate_block
-from steindiag.kernels._stein import block_base_sum, block_stein_values
+from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
 
 __all__ = ["stein_matmat", "stein_quadratic_forms", "base_kernel_unit_sums",
            "QUADRATIC_TILE_ROWS"]
@@ -45,6 +45,7 @@ _ROWS_PER_TASK = 8
 def _fill_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, i0, ni, j0, nj, factor,
                tile, x_i, s_i, qdist, a2dist, uads, ss):
     """tile[r * nj + m] = factor * k_p(x_(i0 + r), x_(j0 + m)): a C-ordered (ni, nj) block."""
+    c2, beta = kernel_constants(kind, params)
     d = draws_t.shape[1]
     for r in range(ni):
         i = i0 + r
@@ -56,8 +57,8 @@ def _fill_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, i0, ni, j
             _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0 + b0, nb_, x_i, s_i,
                               qdist, a2dist, uads, ss)
             start = r * nj + b0
-            block_stein_values(kind, params, qdist, a2dist, uads, ss, nb_, trace_a, factor,
-                               tile[start : start + nb_])
+            block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nb_, trace_a,
+                               factor, tile[start : start + nb_])
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM)
@@ -201,7 +202,8 @@ def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, kind, params):
         for m in range(nj):
             u = xk - xs[m]
             qdist[m] += ak * u * u
-    return block_base_sum(kind, params, qdist, nj)
+    c2, beta = kernel_constants(kind, params)
+    return block_base_sum(kind, c2, beta, qdist, nj)
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM, error_model="numpy")

@@ -25,7 +25,7 @@ import numba as nb
 import numpy as np
 
 from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
-from steindiag.kernels._stein import block_stein_values
+from steindiag.kernels._stein import block_stein_values, kernel_constants
 
 __all__ = [
     "kernel_matvec",
@@ -54,7 +54,8 @@ def _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj
         x_i[k] = draws_t[0, k, i]
         s_i[k] = scores_t[0, k, i]
     _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0, nj, x_i, s_i, qdist, a2dist, uads, ss)
-    block_stein_values(kind, params, qdist, a2dist, uads, ss, nj, trace_a, 1.0, out)
+    c2, beta = kernel_constants(kind, params)
+    block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, 1.0, out)
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -410,7 +411,7 @@ class KernelPoints:
         self.a = preconditioner.a
         self.isotropic = bool(preconditioner.isotropic)
         self.kernel = kernel
-        self.kind = kernel.kind
+        self.kind = kernel.numba_kind
         self.params = kernel.numba_params
         self.trace_a = preconditioner.trace_a
         self.n = draws_k.shape[0]

@@ -150,8 +150,8 @@ def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled):
     out = np.empty((starts.shape[0], 2, weights.shape[1]))
     with threadpool_limits(limits=1, user_api="blas"):
         stein_quadratic_forms(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
-                              kernel.kind, kernel.numba_params, preconditioner.trace_a, weights,
-                              starts, stops, chain_start, pooled, out)
+                              kernel.numba_kind, kernel.numba_params, preconditioner.trace_a,
+                              weights, starts, stops, chain_start, pooled, out)
     tile_chain = starts // n_draw
     per_chain = np.zeros((n_chain, weights.shape[1]))
     np.add.at(per_chain, tile_chain, out[:, 0])
@@ -172,7 +172,8 @@ def stein_matrix_product(points, scores, preconditioner, kernel, weights):
     out = np.empty(weights.shape)
     with threadpool_limits(limits=1, user_api="blas"):
         stein_matmat(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
-                     kernel.kind, kernel.numba_params, preconditioner.trace_a, weights, out)
+                     kernel.numba_kind, kernel.numba_params, preconditioner.trace_a, weights,
+                     out)
     return out
 
 

@@ -13,10 +13,16 @@ is the one place where a kernel's formulas are written: adding a kernel is a new
 branch in each of the block dispatchers below (and ``_kernels._tile_pair_sum``).
 
 Dispatch. A loop over pairs must not test the kernel on every pair (the branch,
-or a ``pow`` if-converted onto every SIMD lane, would cost several times the pair):
-the dispatchers branch on the kernel once per block and then run a loop of its own
-for that kernel. The loops are ``inline="always"`` functions called with a literal
-``variant``, which after inlining is a constant, so every loop is specialised.
+or a ``pow`` if-converted onto every SIMD lane, would cost several times the pair).
+The Numba layer receives the kernel as a *kind token*, the tuple ``(0,) * (kind + 1)``
+(``kind_token``), and a float64 parameter array. Each kernel's token has its own Numba
+type, so every pass is compiled once per kernel (and cached) with the kind a
+compile-time constant (``len(token) - 1``): the branches of the other kernels are
+removed, and the IMQ passes compile to the same machine code as an IMQ-only engine.
+Within one kernel, the dispatchers below branch once per block (the IMQ's beta = -1/2
+case, a square root instead of a ``pow`` call) and run a loop of its own for each
+case: ``inline="always"`` functions called with a literal ``variant``, a constant after
+inlining.
 
 Nothing here imports xarray, PyMC or matplotlib, and nothing validates input.
 """
@@ -25,7 +31,7 @@ import numba as nb
 import numpy as np
 
 __all__ = [
-    "IMQ", "GAUSSIAN", "MATERN32", "MATERN52", "N_PARAMS",
+    "IMQ", "GAUSSIAN", "MATERN32", "MATERN52", "N_PARAMS", "kind_token",
     "stein_value", "stein_pair", "base_value", "profile_at_zero", "kernel_constants",
     "block_stein_sum", "block_stein_values", "block_base_sum",
 ]
@@ -39,6 +45,15 @@ MATERN52 = 3    # f = (1 + sqrt(5 t) + 5 t / 3) exp(-sqrt(5 t)), no params
 N_PARAMS = {IMQ: 2, GAUSSIAN: 0, MATERN32: 0, MATERN52: 0}
 # Internal variant: the IMQ with beta = -1/2, a square root instead of a pow call.
 _IMQ_SQRT = 100
+
+
+def kind_token(kind):
+    """The kernel ``kind`` as the Numba layer takes it: a tuple of kind + 1 zeros.
+
+    A tuple's length is part of its Numba type, so each kernel gets its own compiled
+    specialisation of every pass, with ``len(token) - 1`` a compile-time constant.
+    """
+    return (0,) * (int(kind) + 1)
 
 _SQRT3 = np.sqrt(3.0)
 _SQRT5 = np.sqrt(5.0)
@@ -70,7 +85,7 @@ def _q_powers(qdist, c2, beta, half):
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
-def stein_value(variant, qdist, a2dist, uads, ss, c2, beta, trace_a):
+def stein_value(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1=0.0, c0=0.0):
     """k_p of one pair of the kernel ``variant`` (a constant after inlining).
 
     With r = sqrt(t), the k_p of each kernel, f'' and f' written out:
@@ -88,12 +103,10 @@ def stein_value(variant, qdist, a2dist, uads, ss, c2, beta, trace_a):
     """
     if variant == _IMQ_SQRT:
         q_beta, inv_q = _q_powers(qdist, c2, beta, True)
-        return stein_combine(q_beta, inv_q, a2dist, uads, ss, -4.0 * beta * (beta - 1.0),
-                             -2.0 * beta, trace_a)
+        return stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a)
     elif variant == IMQ:
         q_beta, inv_q = _q_powers(qdist, c2, beta, False)
-        return stein_combine(q_beta, inv_q, a2dist, uads, ss, -4.0 * beta * (beta - 1.0),
-                             -2.0 * beta, trace_a)
+        return stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a)
     elif variant == GAUSSIAN:
         return np.exp(-0.5 * qdist) * (trace_a + uads + ss - a2dist)
     elif variant == MATERN32:
@@ -127,8 +140,8 @@ def base_value(variant, qdist, c2, beta):
 
 
 @nb.njit(cache=True, inline="always")
-def kernel_constants(kind, params):
-    """(t_scale, beta, variant) of a kernel.
+def kernel_constants(token, params):
+    """(t_scale, beta) of the kernel with kind token ``token`` (see ``kind_token``).
 
     t_scale is the scale of t on which f changes by O(1) near t = 0 (c^2 for the IMQ,
     1 for the Gaussian and Matern 5/2 kernels: the preconditioner sets the length
@@ -136,21 +149,30 @@ def kernel_constants(kind, params):
     It is 0 for the Matern 3/2 kernel, whose k_p is not smooth in t at t = 0 (its f'
     changes like sqrt(t)): an error e in t changes k_p by about sqrt(e), so the tiled
     path tests each pair against sqrt(t) instead and no pair is safe a priori.
-    beta is the IMQ exponent (unused otherwise); variant is the kind, or the
-    IMQ-with-beta = -1/2 variant.
+    beta is the IMQ exponent (unused otherwise). Passes call this once, outside their
+    parallel loops, and hand the two scalars to the block functions below.
     """
+    kind = len(token) - 1
     if kind == IMQ:
-        c2 = params[0]
-        beta = params[1]
-        return c2, beta, _IMQ_SQRT if beta == -0.5 else IMQ
+        return params[0], params[1]
     if kind == MATERN32:
-        return 0.0, -0.5, kind
-    return 1.0, -0.5, kind
+        return 0.0, -0.5
+    return 1.0, -0.5
+
+
+@nb.njit(cache=True, inline="always")
+def _variant(token, beta):
+    """The loop to run: the kind, or the IMQ-with-beta = -1/2 variant (one branch per block)."""
+    kind = len(token) - 1
+    if kind == IMQ and beta == -0.5:
+        return _IMQ_SQRT
+    return kind
 
 
 @nb.njit(cache=True)
-def profile_at_zero(kind, params):
+def profile_at_zero(token, params):
     """(f(0), f'(0)): k_p(x, x) = -2 f'(0) tr A + f(0) |s(x)|^2."""
+    kind = len(token) - 1
     if kind == IMQ:
         c2 = params[0]
         beta = params[1]
@@ -165,11 +187,14 @@ def profile_at_zero(kind, params):
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy")
 def stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a):
     """k_p of one pair (scalar dispatch: for code outside the hot loops)."""
-    c2, beta, variant = kernel_constants(kind, params)
+    c2, beta = kernel_constants(kind, params)
+    variant = _variant(kind, beta)
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
     if variant == _IMQ_SQRT:
-        return stein_value(_IMQ_SQRT, qdist, a2dist, uads, ss, c2, beta, trace_a)
+        return stein_value(_IMQ_SQRT, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
     elif variant == IMQ:
-        return stein_value(IMQ, qdist, a2dist, uads, ss, c2, beta, trace_a)
+        return stein_value(IMQ, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
     elif variant == GAUSSIAN:
         return stein_value(GAUSSIAN, qdist, a2dist, uads, ss, c2, beta, trace_a)
     elif variant == MATERN32:
@@ -180,15 +205,21 @@ def stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a):
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
 def _sum_loop(variant, qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
     total = 0.0
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
     for m in range(nj):
-        total += stein_value(variant, qdist[m], a2dist[m], uads[m], ss[m], c2, beta, trace_a)
+        total += stein_value(variant, qdist[m], a2dist[m], uads[m], ss[m], c2, beta, trace_a,
+                             c1, c0)
     return total
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
-def block_stein_sum(kind, params, qdist, a2dist, uads, ss, nj, trace_a):
-    """sum_m k_p over one block of pairs (one specialised, vectorised loop per kernel)."""
-    c2, beta, variant = kernel_constants(kind, params)
+def block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
+    """sum_m k_p over one block of pairs (one specialised, vectorised loop per kernel).
+
+    ``kind`` is the kind token, ``c2, beta = kernel_constants(kind, params)``.
+    """
+    variant = _variant(kind, beta)
     if variant == _IMQ_SQRT:
         return _sum_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
     elif variant == IMQ:
@@ -202,15 +233,20 @@ def block_stein_sum(kind, params, qdist, a2dist, uads, ss, nj, trace_a):
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
 def _values_loop(variant, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out):
+    c1 = -4.0 * beta * (beta - 1.0)
+    c0 = -2.0 * beta
     for m in range(nj):
         out[m] = factor * stein_value(variant, qdist[m], a2dist[m], uads[m], ss[m], c2, beta,
-                                      trace_a)
+                                      trace_a, c1, c0)
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
-def block_stein_values(kind, params, qdist, a2dist, uads, ss, nj, trace_a, factor, out):
-    """out[m] = factor * k_p for each pair of one block (one loop per kernel)."""
-    c2, beta, variant = kernel_constants(kind, params)
+def block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out):
+    """out[m] = factor * k_p for each pair of one block (one loop per kernel).
+
+    ``kind`` is the kind token, ``c2, beta = kernel_constants(kind, params)``.
+    """
+    variant = _variant(kind, beta)
     if variant == _IMQ_SQRT:
         _values_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
     elif variant == IMQ:
@@ -232,9 +268,12 @@ def _base_loop(variant, qdist, nj, c2, beta):
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
-def block_base_sum(kind, params, qdist, nj):
-    """sum_m f(qdist[m]): the base kernel over one block of pairs (one loop per kernel)."""
-    c2, beta, variant = kernel_constants(kind, params)
+def block_base_sum(kind, c2, beta, qdist, nj):
+    """sum_m f(qdist[m]): the base kernel over one block of pairs (one loop per kernel).
+
+    ``kind`` is the kind token, ``c2, beta = kernel_constants(kind, params)``.
+    """
+    variant = _variant(kind, beta)
     if variant == _IMQ_SQRT:
         return _base_loop(_IMQ_SQRT, qdist, nj, c2, beta)
     elif variant == IMQ:

@@ -24,17 +24,23 @@ _SQRT5 = np.sqrt(5.0)
 
 @dataclass(frozen=True)
 class BaseKernel:
-    """A radial base kernel k(x, y) = f(t), t = (x - y)^T A (x - y).
+    """Base class of the radial base kernels k(x, y) = f(t), t = (x - y)^T A (x - y).
 
     Subclasses set ``name`` (the ``kernel=`` string), ``label`` (the name in results'
     ``attrs["kernel"]``; ``kernel=`` accepts it too, any case), ``kind`` (the Numba
-    layer's int), ``formula`` (f as text) and implement ``profile``.
+    layer's int; ``numba_kind`` is the token the Numba functions take), ``formula`` (f as
+    text) and implement ``profile``.
     """
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
     kind: ClassVar[int] = -1
     formula: ClassVar[str] = ""
+
+    @property
+    def numba_kind(self):
+        """The kind token the Numba layer takes (``steindiag.kernels._stein.kind_token``)."""
+        return _stein.kind_token(self.kind)
 
     @property
     def numba_params(self):
@@ -77,10 +83,35 @@ class BaseKernel:
 
 @dataclass(frozen=True)
 class IMQ(BaseKernel):
-    """Inverse multiquadric: f(t) = (c^2 + t)^beta, c > 0, -1 < beta < 0.
+    """Inverse multiquadric base kernel f(t) = (c^2 + t)^beta, the default.
 
-    The default of every function: with beta in (-1, 0) its KSD detects
-    non-convergence in any dimension (Gorham & Mackey 2017).
+    With beta in (-1, 0) its KSD detects non-convergence in any dimension (Gorham &
+    Mackey 2017).
+
+    Parameters
+    ----------
+    c : float, default 1.0
+        Offset, c > 0.
+    beta : float, default -0.5
+        Exponent, -1 < beta < 0.
+
+    Notes
+    -----
+    t = (x - y)^T A (x - y) with A = Lambda^-1 from the preconditioner. The Stein kernel
+    and its diagonal, k_p(x, x) = -2 beta c^(2 beta - 2) tr(A) + c^(2 beta) |s(x)|^2, are
+    on the Background page of the docs.
+
+    References
+    ----------
+    Gorham & Mackey (2017), Measuring sample quality with kernels, ICML.
+
+    Examples
+    --------
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).standard_normal((2, 200, 3))
+    >>> res = steindiag.ksd(x, score=-x, kernel=steindiag.kernels.IMQ(c=2.0, beta=-0.3))
+    >>> res.attrs["kernel"], res.attrs["c"], res.attrs["beta"]
+    ('IMQ', 2.0, -0.3)
     """
 
     c: float = 1.0
@@ -111,9 +142,22 @@ class IMQ(BaseKernel):
 
 @dataclass(frozen=True)
 class Gaussian(BaseKernel):
-    """Gaussian (squared exponential): f(t) = exp(-t / 2); no parameters of its own.
+    """Gaussian (squared exponential) base kernel f(t) = exp(-t / 2).
 
-    Its KSD does not detect non-convergence in d >= 3 (Gorham & Mackey 2017).
+    No parameters of its own: the length scale is the preconditioner's. Its KSD can go to
+    zero for draws that drift away in d >= 3 (Gorham & Mackey 2017, Theorem 6; see the
+    Background page), so prefer the IMQ to diagnose convergence.
+
+    Notes
+    -----
+    f' = -f / 2, f'' = f / 4; k_p(x, x) = tr(A) + |s(x)|^2.
+
+    Examples
+    --------
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).standard_normal((2, 200, 3))
+    >>> steindiag.ksd(x, score=-x, kernel="gaussian").attrs["kernel"]
+    'Gaussian'
     """
 
     name: ClassVar[str] = "gaussian"
@@ -129,9 +173,23 @@ class Gaussian(BaseKernel):
 
 @dataclass(frozen=True)
 class Matern32(BaseKernel):
-    """Matern 3/2: f(t) = (1 + sqrt(3) r) exp(-sqrt(3) r), r = sqrt(t); no parameters.
+    """Matern 3/2 base kernel f(t) = (1 + sqrt(3) r) exp(-sqrt(3) r), r = sqrt(t).
 
-    Its KSD does not detect non-convergence in d >= 3 (Gorham & Mackey 2017).
+    No parameters of its own: the length scale is the preconditioner's. Its KSD can go to
+    zero for draws that drift away in d >= 3 (Gorham & Mackey 2017, Theorem 6).
+
+    Notes
+    -----
+    f' = -3/2 exp(-sqrt(3) r), f'' = 3 sqrt(3) / (4 r) exp(-sqrt(3) r): f'' is infinite at
+    r = 0 but f'' u^T A^2 u <= 3 sqrt(3) / 4 tr(A) r exp(-sqrt(3) r) goes to 0, and
+    k_p(x, x) = 3 tr(A) + |s(x)|^2 (Background page).
+
+    Examples
+    --------
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).standard_normal((2, 200, 3))
+    >>> steindiag.ksd(x, score=-x, kernel="matern32").attrs["kernel"]
+    'Matern32'
     """
 
     name: ClassVar[str] = "matern32"
@@ -149,9 +207,22 @@ class Matern32(BaseKernel):
 
 @dataclass(frozen=True)
 class Matern52(BaseKernel):
-    """Matern 5/2: f(t) = (1 + sqrt(5) r + 5 t / 3) exp(-sqrt(5) r), r = sqrt(t); no parameters.
+    """Matern 5/2 base kernel f(t) = (1 + sqrt(5) r + 5 t / 3) exp(-sqrt(5) r), r = sqrt(t).
 
-    Its KSD does not detect non-convergence in d >= 3 (Gorham & Mackey 2017).
+    No parameters of its own: the length scale is the preconditioner's. Its KSD can go to
+    zero for draws that drift away in d >= 3 (Gorham & Mackey 2017, Theorem 6).
+
+    Notes
+    -----
+    f' = -5/6 (1 + sqrt(5) r) exp(-sqrt(5) r), f'' = 25/12 exp(-sqrt(5) r);
+    k_p(x, x) = 5/3 tr(A) + |s(x)|^2 (Background page).
+
+    Examples
+    --------
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).standard_normal((2, 200, 3))
+    >>> steindiag.ksd(x, score=-x, kernel="matern52").attrs["kernel"]
+    'Matern52'
     """
 
     name: ClassVar[str] = "matern52"
@@ -172,13 +243,30 @@ KERNELS = {cls.name: cls for cls in (IMQ, Gaussian, Matern32, Matern52)}
 
 
 def make_kernel(kernel="imq", c=None, beta=None):
-    """The kernel object for a ``kernel=`` argument and the IMQ's ``c``, ``beta``.
+    """Resolve a ``kernel=`` argument and the IMQ's ``c``, ``beta`` into a kernel object.
 
-    ``kernel`` is a name ({"imq", "gaussian", "matern32", "matern52"}, any case, so that
-    a result's ``attrs["kernel"]`` such as "IMQ" or "Matern32" is accepted) or a kernel
-    object (then ``c`` and ``beta`` must be None: they belong to the object). ``c`` and
-    ``beta`` are the IMQ's (defaults 1.0 and -0.5); passing them with another kernel is
-    an error, not silently ignored.
+    Parameters
+    ----------
+    kernel : str or BaseKernel, default "imq"
+        A name, {"imq", "gaussian", "matern32", "matern52"} in any case (so that a
+        result's ``attrs["kernel"]``, such as "IMQ" or "Matern32", is accepted), or a
+        kernel object (then ``c`` and ``beta`` must be None: they belong to the object).
+    c, beta : float, optional
+        The IMQ's parameters (defaults 1.0 and -0.5). Passing them with another kernel
+        is an error, not silently ignored.
+
+    Returns
+    -------
+    BaseKernel
+        A validated kernel object.
+
+    Examples
+    --------
+    >>> from steindiag.kernels import make_kernel
+    >>> make_kernel("imq", c=2.0)
+    IMQ(c=2.0, beta=-0.5)
+    >>> make_kernel("Matern32")
+    Matern32()
     """
     if isinstance(kernel, BaseKernel):
         if c is not None or beta is not None:
