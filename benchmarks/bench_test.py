@@ -33,6 +33,7 @@ import numpy as np
 import steindiag
 from steindiag import _stein_products, gof
 from steindiag._preconditioner import make_preconditioner
+from steindiag.kernels import IMQ
 
 
 def timed(function, repeats):
@@ -77,7 +78,7 @@ def main(argv=None):
     steindiag.ksd_test(warm, score=-warm, n_bootstrap=20, rng=0)
     steindiag.mmd(warm.reshape(3, 200, d), n_permutations=10, block_length=20, rng=0)
     pre_warm = make_preconditioner("standardize", warm[0], [str(k) for k in range(d)])
-    warm_points = _stein_products.KernelPoints(warm[0], -warm[0], pre_warm, 1.0, -0.5)
+    warm_points = _stein_products.KernelPoints(warm[0], -warm[0], pre_warm, IMQ())
     warm_points.matrix()
     warm_points.matvec(np.ones(600))
 
@@ -89,7 +90,7 @@ def main(argv=None):
     pre = make_preconditioner("standardize", x[0], [str(k) for k in range(d)])
     weights = gof._bootstrap_weights("wild", np.random.default_rng(3), 1, n, n_boot,
                                      res["flip_probability"].values)
-    pass_seconds, _ = timed(lambda: gof.quadratic_forms(x, -x, pre, 1.0, -0.5, weights, True),
+    pass_seconds, _ = timed(lambda: gof.quadratic_forms(x, -x, pre, IMQ(), weights, True),
                             args.repeats)
     rate = pass_flops(n, d, n_boot + 1) / pass_seconds / 1e9
     print("\n| what | N | time | GFLOP/s (% of matmul peak) |")
@@ -108,9 +109,9 @@ def main(argv=None):
         xs = x[:, :n_small]
         pre_s = make_preconditioner("standardize", xs[0], [str(k) for k in range(d)])
         w_s = np.ascontiguousarray(weights[:n_small])
-        tiled, forms = timed(lambda: gof.quadratic_forms(xs, -xs, pre_s, 1.0, -0.5, w_s, True),
+        tiled, forms = timed(lambda: gof.quadratic_forms(xs, -xs, pre_s, IMQ(), w_s, True),
                              args.repeats)
-        points = _stein_products.KernelPoints(xs[0], -xs[0], pre_s, 1.0, -0.5)
+        points = _stein_products.KernelPoints(xs[0], -xs[0], pre_s, IMQ())
 
         def dense():
             K = points.matrix()

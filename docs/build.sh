@@ -10,7 +10,8 @@ PYTHON="${PYTHON:-python}"
 export MPLBACKEND=Agg
 
 mkdir -p examples/output
-for example in quickstart biased_sampler external_score svgd_correction min_ksd_fit; do
+for example in quickstart biased_sampler external_score svgd_correction min_ksd_fit \
+               kernel_blind_spot; do
     echo "running examples/${example}.py"
     "$PYTHON" "examples/${example}.py" > "examples/output/${example}.txt"
 done

@@ -12,6 +12,7 @@ from steindiag.variational import SteinVariational, stein_variational
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
 
 import steindiag.accessors  # noqa: F401, E402  (registers DataTree.stein; xarray only)
+from steindiag import kernels  # noqa: E402  (base kernels: IMQ, Gaussian, Matern32, Matern52)
 
 try:
     __version__ = version("steindiag")
@@ -36,5 +37,6 @@ __all__ = [
     "SteinVariational",
     "min_ksd_fit",
     "MinKSDFit",
+    "kernels",
     "__version__",
 ]

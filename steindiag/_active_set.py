@@ -36,7 +36,7 @@ the support's Gram matrix, 8 |P|^2 bytes.
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import stein_combine
+from steindiag.kernels._stein import stein_pair
 from steindiag._stein_products import _row_block
 
 __all__ = ["lawson_hanson", "pivoted_cholesky", "matrix_free_kernel", "dummy_kernel"]
@@ -70,7 +70,7 @@ def _price_factor(F, support, z, k, out):
 
 
 @nb.njit(cache=True, inline="always")
-def _pair(X, S, a, isotropic, c2, beta, trace_a, i, j):
+def _pair(X, S, a, isotropic, kind, params, trace_a, i, j):
     """k_p(x_i, x_j) from kernel coordinates X, S (N, d) (the formula of _kernels)."""
     qdist = 0.0
     a2dist = 0.0
@@ -84,14 +84,11 @@ def _pair(X, S, a, isotropic, c2, beta, trace_a, i, j):
         a2dist += au * au
         uads += au * (S[i, m] - S[j, m])
         ss += S[i, m] * S[j, m]
-    inv_q = 1.0 / (c2 + qdist)
-    q_beta = np.sqrt(inv_q) if beta == -0.5 else (c2 + qdist) ** beta
-    return stein_combine(q_beta, inv_q, a2dist, uads, ss, -4.0 * beta * (beta - 1.0),
-                         -2.0 * beta, trace_a)
+    return stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a)
 
 
 @nb.njit(cache=True, parallel=True)
-def _price_matrix_free(draws_t, scores_t, a, isotropic, c2, beta, trace_a, scale, support,
+def _price_matrix_free(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, support,
                        z, k, out):
     """out[i] = sum_t z[t] k_p(x_support[t], x_i) / scale, tiled like kernel_rows."""
     n = draws_t.shape[2]
@@ -110,7 +107,7 @@ def _price_matrix_free(draws_t, scores_t, a, isotropic, c2, beta, trace_a, scale
         for m in range(nj):
             out[j0 + m] = 0.0
         for t in range(k):
-            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, support[t], j0,
+            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, support[t], j0,
                        nj, x_i, s_i, qdist, a2dist, uads, ss, values)
             weight = z[t] / scale
             for m in range(nj):
@@ -121,9 +118,9 @@ def _price_matrix_free(draws_t, scores_t, a, isotropic, c2, beta, trace_a, scale
 def _cross(mode, F, kp, support, k, j, out):
     """out[t] = K[support[t], j] for t < k."""
     if mode == 2:
-        draws_t, scores_t, a, isotropic, c2, beta, trace_a, X, S, scale = kp
+        draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
         for t in range(k):
-            out[t] = _pair(X, S, a, isotropic, c2, beta, trace_a, support[t], j) / scale
+            out[t] = _pair(X, S, a, isotropic, kind, params, trace_a, support[t], j) / scale
     else:
         r = F.shape[1]
         fj = F[j]
@@ -225,8 +222,8 @@ def _forward_block(L, k, rhs, out):
 @nb.njit(cache=True)
 def _kernel_value(mode, F, kp, i, j):
     if mode == 2:
-        draws_t, scores_t, a, isotropic, c2, beta, trace_a, X, S, scale = kp
-        return _pair(X, S, a, isotropic, c2, beta, trace_a, i, j) / scale
+        draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
+        return _pair(X, S, a, isotropic, kind, params, trace_a, i, j) / scale
     total = 0.0
     for m in range(F.shape[1]):
         total += F[i, m] * F[j, m]
@@ -253,7 +250,7 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
     ----------
     mode : int, 1 (factor ``F``, K ~ F F^T) or 2 (matrix-free, kernel values on demand)
     F : float64 (N, r) or a dummy (1, 1)
-    kp : tuple, the kernel for mode 2: (draws_t, scores_t, a, isotropic, c2, beta,
+    kp : tuple, the kernel for mode 2: (draws_t, scores_t, a, isotropic, kind, params,
         trace_a, X, S, scale) as in ``_stein_products`` plus X, S (N, d) the kernel
         coordinates row-major and the scale K = K_p / scale (``matrix_free_kernel``)
     diagonal : float64 (N,), K_ii (of the representation used)
@@ -303,8 +300,8 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
             if mode == 1:
                 _price_factor(F, support, z, k, priced)
             else:
-                draws_t, scores_t, a, isotropic, c2, beta, trace_a, X, S, scale = kp
-                _price_matrix_free(draws_t, scores_t, a, isotropic, c2, beta, trace_a, scale,
+                draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
+                _price_matrix_free(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale,
                                    support, z, k, priced)
             for i in range(n):
                 dual[i] = 1.0 - priced[i] - sum_z
@@ -482,7 +479,8 @@ def matrix_free_kernel(points, scale):
 def dummy_kernel():
     """A ``kp`` tuple of the right types for mode 1 (never read)."""
     tiny = np.zeros((1, 1, 1))
-    return (tiny, tiny, np.ones(1), True, 1.0, -0.5, 1.0, np.zeros((1, 1)), np.zeros((1, 1)), 1.0)
+    return (tiny, tiny, np.ones(1), True, (0,), np.array([1.0, -0.5]), 1.0, np.zeros((1, 1)),
+            np.zeros((1, 1)), 1.0)
 
 
 def pivoted_cholesky(rows, diagonal, max_rank, tol):

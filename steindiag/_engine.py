@@ -29,6 +29,7 @@ from threadpoolctl import threadpool_limits
 from steindiag import _kernels
 from steindiag._preconditioner import Preconditioner
 from steindiag._progress import make_progress
+from steindiag.kernels import BaseKernel
 
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
 
@@ -131,14 +132,15 @@ def _transposed(pre, draws, scores):
     return draws_t, scores_t
 
 
-def _row_sums_fused(draws, scores, pre, c2, beta, progress=None):
+def _row_sums_fused(draws, scores, pre, kernel, progress=None):
     n_chain, n_draw, d = draws.shape
     draws_t, scores_t = _transposed(pre, draws, scores)
     row_same = np.empty((n_chain, n_draw))
     row_all = np.empty((n_chain, n_draw))
+    kind, params = kernel.numba_kind, kernel.numba_params
 
     def compute_rows(t_begin, t_end):
-        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, c2, beta,
+        _kernels.lower_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kind, params,
                                 pre.trace_a, row_same, row_all, t_begin, t_end)
 
     def pairs_before(t):
@@ -210,18 +212,19 @@ def gemm_panels(draws, scores, pre, tile_rows=None):
                       n_tiles=n_tiles, n_draw=n_draw, scale_q=scale_q)
 
 
-def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
+def _row_sums_gemm(draws, scores, pre, kernel, progress=None, tile_rows=None):
     n_chain, n_draw, d = draws.shape
     layout = gemm_panels(draws, scores, pre, tile_rows)
     panels, norm_q, norm_a2, ys = layout.panels, layout.norm_q, layout.norm_a2, layout.ys
     tile, n_tiles, scale_q = layout.tile, layout.n_tiles, layout.scale_q
     row_same = np.empty((n_chain, n_tiles * tile))
     row_all = np.empty((n_chain, n_tiles * tile))
+    kind, params = kernel.numba_kind, kernel.numba_params
 
     def compute_rows(tile_begin, tile_end):
         _kernels.lower_row_sums_gemm(panels, norm_q, norm_a2, ys, n_draw, pre.isotropic,
-                                     scale_q, c2, beta, pre.trace_a, row_same, row_all,
-                                     tile_begin, tile_end)
+                                     scale_q, kind, params, pre.trace_a, row_same,
+                                     row_all, tile_begin, tile_end)
 
     def pairs_before(tile_index):
         rows = n_chain * min(tile_index * tile, n_draw)
@@ -236,7 +239,7 @@ def _row_sums_gemm(draws, scores, pre, c2, beta, progress=None, tile_rows=None):
 METHODS = {"fused": _row_sums_fused, "gemm": _row_sums_gemm}
 
 
-def _same_chain_sums(draws, scores, pre, c2, beta):
+def _same_chain_sums(draws, scores, pre, kernel):
     """Row sums over earlier draws of the same chain only, (chain, draw).
 
     Runs in chunks of chains of about ``_CHUNK_SECONDS`` each, so that Ctrl-C is
@@ -250,12 +253,13 @@ def _same_chain_sums(draws, scores, pre, c2, beta):
                        max(1, n_chain // _MIN_CHUNK_CHAINS)))
     bounds = np.unique(np.round(np.linspace(0, n_chain, n_chunks + 1)).astype(int))
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, c2, beta,
-                                     pre.trace_a, row_same, int(lo), int(hi))
+        _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.numba_kind,
+                                     kernel.numba_params, pre.trace_a, row_same, int(lo),
+                                     int(hi))
     return row_same
 
 
-def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress,
+def _row_sums_many_chains(compute, draws, scores, pre, kernel, progress,
                           same_chain_sums=_same_chain_sums, **options):
     """Row sums for many short chains: the pooled sums as one time-major sequence.
 
@@ -270,13 +274,13 @@ def _row_sums_many_chains(compute, draws, scores, pre, c2, beta, progress,
     def time_major(array):
         return np.ascontiguousarray(array.transpose(1, 0, 2)).reshape(1, n_chain * n_draw, d)
 
-    _, row_all = compute(time_major(draws), time_major(scores), pre, c2, beta,
+    _, row_all = compute(time_major(draws), time_major(scores), pre, kernel,
                          progress=progress, **options)
     row_all = np.ascontiguousarray(row_all.reshape(n_draw, n_chain).T)
-    return same_chain_sums(draws, scores, pre, c2, beta), row_all
+    return same_chain_sums(draws, scores, pre, kernel), row_all
 
 
-def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", progress=False,
+def stein_row_sums(draws, scores, *, kernel, preconditioner, method="auto", progress=False,
                    backend=None, **options):
     """Stein-kernel row sums of (chain, draw, d) draws and scores.
 
@@ -284,8 +288,8 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
     ----------
     draws, scores : ndarray (chain, draw, d)
         Finite float64 arrays (validated by the caller).
-    c, beta : float
-        IMQ parameters, c > 0 and -1 < beta < 0.
+    kernel : steindiag.kernels.BaseKernel
+        The base kernel, already validated (``steindiag.kernels.make_kernel``).
     preconditioner : Preconditioner
         Already resolved from the pooled draws.
     method : {"auto", "fused", "gemm"}
@@ -310,12 +314,13 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
     """
     if not isinstance(preconditioner, Preconditioner):
         raise TypeError("preconditioner must be a resolved Preconditioner.")
-    c2 = float(c) ** 2
-    beta = float(beta)
+    if not isinstance(kernel, BaseKernel):
+        raise TypeError("kernel must be a steindiag.kernels kernel object.")
     scores_sq = np.empty(draws.shape[:2])
     for ch, start, stop, _, s_k in _kernel_chunks(preconditioner, draws, scores, _CHUNK):
         scores_sq[ch, start:stop] = np.einsum("tk,tk->t", s_k, s_k)
-    diagonal = _kernels.stein_kernel_diagonal(scores_sq, c2, beta, preconditioner.trace_a)
+    diagonal = _kernels.stein_kernel_diagonal(scores_sq, kernel.numba_kind, kernel.numba_params,
+                                              preconditioner.trace_a)
     d = draws.shape[2]
     if method == "auto":
         method = "fused" if d <= _FUSED_MAX_D else "gemm"
@@ -328,10 +333,10 @@ def stein_row_sums(draws, scores, *, c, beta, preconditioner, method="auto", pro
         ) from None
     if draws.shape[0] > _MANY_CHAINS[method]:
         same_chain = _same_chain_sums if backend is None else backend.same_chain_sums
-        row_same, row_all = _row_sums_many_chains(compute, draws, scores, preconditioner, c2,
-                                                  beta, progress, same_chain_sums=same_chain,
-                                                  **options)
+        row_same, row_all = _row_sums_many_chains(compute, draws, scores, preconditioner,
+                                                  kernel, progress,
+                                                  same_chain_sums=same_chain, **options)
     else:
-        row_same, row_all = compute(draws, scores, preconditioner, c2, beta,
+        row_same, row_all = compute(draws, scores, preconditioner, kernel,
                                     progress=progress, **options)
     return SteinSums(diagonal=diagonal, row_same=row_same, row_all=row_all)

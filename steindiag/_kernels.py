@@ -1,4 +1,4 @@
-"""Numba kernels for the IMQ Langevin Stein kernel (see the Background page of the docs).
+"""Numba row-sum passes of the Langevin Stein kernel (see the Background page of the docs).
 
 Nothing here imports xarray, PyMC or matplotlib, and nothing validates input:
 callers pass float64, C-contiguous arrays that are already in the kernel's
@@ -10,8 +10,12 @@ dot products unchanged). With ``u = x - y``,
 
     qdist   = u^T A u            a2dist = u^T A^2 u
     uads    = u^T A (s(x) - s(y))  ss   = s(x) . s(y)
-    k_p     = -4 beta (beta - 1) q^(beta-2) a2dist
-              - 2 beta q^(beta-1) (tr A + uads) + q^beta ss,   q = c^2 + qdist.
+    k_p     = -4 f''(qdist) a2dist - 2 f'(qdist) (tr A + uads) + f(qdist) ss
+
+for the base kernel k(x, y) = f(u^T A u) given by a kind token ``kind`` and a float64
+``params`` array (IMQ: f = (c^2 + t)^beta, params = [c^2, beta]). The formulas of every
+kernel are in ``steindiag.kernels._stein``; each kernel's token has its own Numba type,
+so each pass below is compiled once per kernel, with the other kernels' code removed.
 
 Layout. Draws and scores are stored chain by chain and transposed,
 ``(chain, d, draw)``, so that the innermost loop runs over draws with unit
@@ -28,6 +32,23 @@ so one O(N^2 d) pass with O(N) extra memory gives all of them.
 import numba as nb
 import numpy as np
 
+from steindiag.kernels._stein import (  # noqa: F401  (_q_powers, stein_combine: re-exported)
+    FAST_SUM as _FAST_SUM,
+    IMQ,
+    GAUSSIAN,
+    MATERN32,
+    MATERN52,
+    _IMQ_SQRT,
+    _q_powers,
+    block_stein_sum,
+    _variant,
+    kernel_constants,
+    profile_at_zero,
+    stein_combine,
+    stein_pair,
+    stein_value,
+)
+
 __all__ = [
     "lower_row_sums",
     "lower_row_sums_gemm",
@@ -39,53 +60,14 @@ __all__ = [
 _BLOCK = 256
 
 
-# Reassociation (summation order) and FMA contraction only: no approximate reciprocals
-# or square roots, which would bias every pair the same way.
-_FAST_SUM = {"reassoc", "contract"}
-
-
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
-def stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a):
-    """k_p from q^beta, 1/q and the reduced quantities; c1 = -4 beta (beta-1), c0 = -2 beta.
-
-    k_p = c1 q^(beta-2) u^T A^2 u + c0 q^(beta-1) (tr A + u^T A ds) + q^beta s.s'.
-    The one place the combination is written; every loop inlines it.
-    """
-    q_beta1 = q_beta * inv_q
-    return q_beta1 * (c1 * inv_q * a2dist + c0 * (trace_a + uads)) + q_beta * ss
-
-
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
-def _q_powers(qdist, c2, beta, half):
-    """(q^beta, 1/q) for q = c^2 + qdist; half: beta = -1/2 (a square root, no pow call)."""
-    inv_q = 1.0 / (c2 + qdist)
-    if half:
-        return np.sqrt(inv_q), inv_q
-    return (c2 + qdist) ** beta, inv_q
-
-
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
-def _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
-    """sum_m k_p over one block of pairs (vectorised; the beta branch is outside the loop)."""
-    total = 0.0
-    c1 = -4.0 * beta * (beta - 1.0)
-    c0 = -2.0 * beta
-    if beta == -0.5:
-        for m in range(nj):
-            q_beta, inv_q = _q_powers(qdist[m], c2, beta, True)
-            total += stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
-    else:
-        for m in range(nj):
-            q_beta, inv_q = _q_powers(qdist[m], c2, beta, False)
-            total += stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
-    return total
-
-
 @nb.njit(cache=True)
-def stein_kernel_diagonal(scores_sq, c2, beta, trace_a):
-    """k_p(x, x) = -2 beta c^(2 beta - 2) tr(A) + c^(2 beta) |s(x)|^2."""
-    c_beta = c2**beta
-    return -2.0 * beta * (c_beta / c2) * trace_a + c_beta * scores_sq
+def stein_kernel_diagonal(scores_sq, kind, params, trace_a):
+    """k_p(x, x) = -2 f'(0) tr(A) + f(0) |s(x)|^2.
+
+    IMQ: f(0) = c^(2 beta), f'(0) = beta c^(2 beta - 2).
+    """
+    f0, df0 = profile_at_zero(kind, params)
+    return -2.0 * df0 * trace_a + f0 * scores_sq
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
@@ -133,7 +115,7 @@ def _accumulate_block(
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def lower_row_sums(
-    draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same, row_all, t_begin, t_end
+    draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, row_all, t_begin, t_end
 ):
     """Row sums of k_p over earlier draws, for every draw (fused per-pair loop).
 
@@ -142,7 +124,8 @@ def lower_row_sums(
     draws_t, scores_t : float64 (chain, d, draw), C-contiguous
     a : float64 (d,) diagonal of A in these coordinates (only a[0] used if isotropic)
     isotropic : bool, A = a[0] I
-    c2, beta, trace_a : kernel constants (c^2, beta, tr A)
+    kind, params : the base kernel: kind token and parameters (``steindiag.kernels._stein``)
+    trace_a : tr A
     row_same, row_all : float64 (chain, draw) outputs; entries t_begin..t_end-1 are written.
     t_begin, t_end : int
         Rows (draw indices) to compute, so that a caller can run the pass in chunks
@@ -152,6 +135,7 @@ def lower_row_sums(
     Work is split over draw indices t in a balanced way (block b paired with
     block n - 1 - b) because row t costs O(t).
     """
+    c2, beta = kernel_constants(kind, params)
     n_chain = draws_t.shape[0]
     d = draws_t.shape[1]
     rows_per_task = 8
@@ -186,8 +170,8 @@ def lower_row_sums(
                                 draws_t, scores_t, a, isotropic, c_j, j0, nj,
                                 x_i, s_i, qdist, a2dist, uads, ss,
                             )
-                            total += _block_kernel_sum(
-                                qdist, a2dist, uads, ss, nj, c2, beta, trace_a
+                            total += block_stein_sum(
+                                kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a
                             )
                         total_all += total
                         if c_j == c:
@@ -197,7 +181,7 @@ def lower_row_sums(
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def same_chain_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_same,
+def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
                         c_begin, c_end):
     """Row sums of k_p over the earlier draws of the same chain only (fused per-pair loop).
 
@@ -206,6 +190,7 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_
     pass to use when there are many chains: its work, n_chain n_draw^2 / 2 pairs, is
     1/n_chain of the pooled pass.
     """
+    c2, beta = kernel_constants(kind, params)
     d = draws_t.shape[1]
     n_draw = draws_t.shape[2]
     for c in nb.prange(c_begin, c_end):
@@ -226,7 +211,8 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, c2, beta, trace_a, row_
                     draws_t, scores_t, a, isotropic, c, j0, nj, x_i, s_i, qdist, a2dist,
                     uads, ss,
                 )
-                total += _block_kernel_sum(qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+                total += block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj,
+                                         trace_a)
             row_same[c, t] = total
 
 
@@ -241,16 +227,26 @@ _CANCELLATION_RATIO = 1e3
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _tile_pair_loop(
     g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
-    isotropic, scale_q, c2, beta, trace_a, kept, half,
+    isotropic, scale_q, c2, beta, trace_a, kept, variant,
 ):
-    """The loop of ``_tile_pair_sum`` for one value of ``half`` (beta = -1/2)."""
+    """The loop of ``_tile_pair_sum`` for one kernel ``variant`` (a constant after inlining).
+
+    c2 is the kernel's t_scale (c^2 for the IMQ, see ``kernel_constants``): a pair is
+    exact enough when the norms are below ``_CANCELLATION_RATIO`` (c2 + qdist). For the
+    Matern 3/2 kernel, whose k_p changes like sqrt(t) near t = 0 (so that an error e in
+    t costs sqrt(e)), the bound is ``_CANCELLATION_RATIO`` sqrt(qdist) instead: pairs
+    closer than about norms / 1e3 (repeated draws) are recomputed from differences.
+    """
+    total = 0.0
     c1 = -4.0 * beta * (beta - 1.0)
     c0 = -2.0 * beta
-    total = 0.0
     for m in range(limit):
         norms_q = scale_q * (nq_i + nq_j[m])
         qdist = max(norms_q - 2.0 * scale_q * g_q[m], 0.0)
-        q = c2 + qdist
+        if variant == MATERN32:
+            q = np.sqrt(qdist)
+        else:
+            q = c2 + qdist
         if isotropic:
             a2dist = scale_q * qdist
             exact = norms_q <= _CANCELLATION_RATIO * q
@@ -261,8 +257,7 @@ def _tile_pair_loop(
             exact = (norms_q <= _CANCELLATION_RATIO * q) & (
                 norms_a2 <= _CANCELLATION_RATIO * q * trace_a)
         uads = scale_q * (ys_ii + ys_jj[m] - g_ys[m] - g_sy[m])
-        q_beta, inv_q = _q_powers(qdist, c2, beta, half)
-        value = stein_combine(q_beta, inv_q, a2dist, uads, g_ss[m], c1, c0, trace_a)
+        value = stein_value(variant, qdist, a2dist, uads, g_ss[m], c2, beta, trace_a, c1, c0)
         # Arithmetic rather than a branch, so that the loop still vectorises.
         keep = np.float64(exact)
         kept[m] = keep
@@ -273,7 +268,7 @@ def _tile_pair_loop(
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _tile_pair_sum(
     g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
-    isotropic, scale_q, c2, beta, trace_a, kept,
+    isotropic, scale_q, kind, params, trace_a, kept,
 ):
     """sum_m k_p over pairs (i, m), m < limit, of one tile row, from Gram-row slices.
 
@@ -284,22 +279,37 @@ def _tile_pair_sum(
     for the caller to recompute.
 
     The loop vectorises (SIMD division and square root, about 0.5 ns a pair on one
-    core) only if: the beta = -1/2 case is a loop of its own (a constant ``half`` after
-    inlining; otherwise LLVM may if-convert and call pow on every lane, 17x slower);
+    core) only if: each kernel, and the IMQ's beta = -1/2 case, is a loop of its own (a
+    constant ``variant`` after inlining; otherwise LLVM may if-convert and call pow on
+    every lane, 17x slower);
     ``error_model="numpy"``, here and in the caller that inlines this (Python's error
     model checks every division for zero, q >= c^2 > 0 never is, and that check alone
     kept the loop scalar, 8x slower); and no second reduction, such as a count of the
     pairs left out (hence the ``kept`` flags).
     """
-    if beta == -0.5:
+    c2, beta = kernel_constants(kind, params)
+    variant = _variant(kind, beta)
+    if variant == _IMQ_SQRT:
         return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
-                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, True)
+                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                               _IMQ_SQRT)
+    elif variant == IMQ:
+        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, IMQ)
+    elif variant == GAUSSIAN:
+        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                               GAUSSIAN)
+    elif variant == MATERN32:
+        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                               MATERN32)
     return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
-                           ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, False)
+                           ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, MATERN52)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
-def _pair_from_differences(z_i, z_j, y_i, y_j, s_i, s_j, ss, isotropic, scale_q, c2, beta,
+def _pair_from_differences(z_i, z_j, y_i, y_j, s_i, s_j, ss, isotropic, scale_q, kind, params,
                            trace_a):
     """k_p of one pair from its coordinate differences (no cancellation), O(d)."""
     qdist = 0.0
@@ -314,16 +324,14 @@ def _pair_from_differences(z_i, z_j, y_i, y_j, s_i, s_j, ss, isotropic, scale_q,
     qdist *= scale_q
     if isotropic:
         a2dist = scale_q * qdist
-    q_beta, inv_q = _q_powers(qdist, c2, beta, beta == -0.5)
-    return stein_combine(q_beta, inv_q, a2dist, scale_q * uads, ss,
-                         -4.0 * beta * (beta - 1.0), -2.0 * beta, trace_a)
+    return stein_pair(kind, params, qdist, a2dist, scale_q * uads, ss, trace_a)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _tile_row_sums(
     gram, gram_q, panel_i, panel_j, valid_i, valid_j, diagonal_tile,
     norm_q_i, norm_a2_i, ys_i, norm_q_j, norm_a2_j, ys_j,
-    isotropic, scale_q, c2, beta, trace_a, kept, out_same, out_all,
+    isotropic, scale_q, kind, params, trace_a, kept, out_same, out_all,
 ):
     """Add one tile's k_p row sums to ``out_same``/``out_all`` (chain, tile), serially.
 
@@ -336,6 +344,7 @@ def _tile_row_sums(
     """
     n_blocks, n_chain, tile, _ = panel_i.shape
     rows = n_chain * tile
+    t_scale = kernel_constants(kind, params)[0]
     y = n_blocks - 2
     s = n_blocks - 1
     # Largest column norms per chain: pairs can be left out only if these allow it.
@@ -363,15 +372,16 @@ def _tile_row_sums(
                     gram[rows + r, col : col + limit],
                     g_ss,
                     norm_q_i[c_i, tl], norm_q_j[c_j], norm_a2_i[c_i, tl], norm_a2_j[c_j],
-                    ys_i[c_i, tl], ys_j[c_j], limit, isotropic, scale_q, c2, beta, trace_a,
+                    ys_i[c_i, tl], ys_j[c_j], limit, isotropic, scale_q, kind, params, trace_a,
                     kept,
                 )
-                # q >= c^2, so no pair was left out unless the norms reach this bound.
+                # t_scale + qdist >= t_scale, so no pair was left out unless the norms
+                # reach this bound.
                 may_lose = scale_q * (norm_q_i[c_i, tl] + max_q_j[c_j]) > (
-                    _CANCELLATION_RATIO * c2)
+                    _CANCELLATION_RATIO * t_scale)
                 if not isotropic:
                     may_lose = may_lose or norm_a2_i[c_i, tl] + max_a2_j[c_j] > (
-                        _CANCELLATION_RATIO * c2 * trace_a)
+                        _CANCELLATION_RATIO * t_scale * trace_a)
                 if may_lose:
                     for m in range(limit):
                         if kept[m] == 0.0:
@@ -379,7 +389,7 @@ def _tile_row_sums(
                                 panel_i[0, c_i, tl], panel_j[0, c_j, m],
                                 panel_i[y, c_i, tl], panel_j[y, c_j, m],
                                 panel_i[s, c_i, tl], panel_j[s, c_j, m],
-                                g_ss[m], isotropic, scale_q, c2, beta, trace_a,
+                                g_ss[m], isotropic, scale_q, kind, params, trace_a,
                             )
                 total_all += total
                 if c_j == c_i:
@@ -389,7 +399,7 @@ def _tile_row_sums(
 
 @nb.njit(cache=True, parallel=True)
 def lower_row_sums_gemm(
-    panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, c2, beta, trace_a,
+    panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
     row_same, row_all, tile_begin, tile_end,
 ):
     """Row sums of k_p over earlier draws, with dot products from BLAS (tiled).
@@ -443,5 +453,5 @@ def lower_row_sums_gemm(
                     gram, gram_q, panels[tile_i], panels[tile_j], valid_i, tile,
                     tile_i == tile_j, norm_q[tile_i], norm_a2[tile_i], ys[tile_i],
                     norm_q[tile_j], norm_a2[tile_j], ys[tile_j],
-                    isotropic, scale_q, c2, beta, trace_a, kept, out_same, out_all,
+                    isotropic, scale_q, kind, params, trace_a, kept, out_same, out_all,
                 )

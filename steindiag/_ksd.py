@@ -12,18 +12,17 @@ import xarray as xr
 
 from steindiag._engine import METHODS, stein_row_sums
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_kernel_args, check_method
-from steindiag.inputs import read_input
+from steindiag._validate import check_method
 from steindiag.engine import resolve_backend
+from steindiag.inputs import read_input
+from steindiag.kernels import make_kernel
 
 __all__ = ["ksd", "ksd_path"]
 
-_KERNEL_DOC = "IMQ Langevin Stein kernel, k(x, y) = (c^2 + (x-y)^T A (x-y))^beta, A = Lambda^-1"
 
-
-def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var_names,
-             coords, sample_dims, method, progress, space=None, client=None):
-    c, beta = check_kernel_args(c, beta)
+def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, group,
+             var_names, coords, sample_dims, method, progress, space=None, client=None):
+    kernel = make_kernel(kernel, c, beta)
     check_method(method, {"auto", *METHODS})
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False; got {progress!r}.")
@@ -37,22 +36,23 @@ def _compute(data, model, *, score, batched, c, beta, preconditioner, group, var
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
     sums = stein_row_sums(
-        prepared.draws, prepared.scores, c=c, beta=beta, preconditioner=pre, method=method,
+        prepared.draws, prepared.scores, kernel=kernel, preconditioner=pre, method=method,
         progress=progress, backend=backend,
     )
-    attrs = kernel_attrs(prepared, pre, c, beta)
+    attrs = kernel_attrs(prepared, pre, kernel)
     return prepared, sums, attrs
 
 
-def kernel_attrs(prepared, pre, c, beta):
-    """Attributes that reproduce a result: kernel, parameters, preconditioner, sizes, source."""
+def kernel_attrs(prepared, pre, kernel):
+    """Attributes that reproduce a result: kernel, parameters, preconditioner, sizes, source.
+
+    ``kernel`` is the kernel's label (accepted back as ``kernel=``); the IMQ adds ``c`` and
+    ``beta``.
+    """
     n_chain, n_draw, d = prepared.draws.shape
     return {
-        "kernel": "IMQ",
-        "kernel_formula": _KERNEL_DOC,
+        **kernel.attrs(),
         "stein_operator": "Langevin",
-        "c": c,
-        "beta": beta,
         **pre.attrs(),
         "n_chain": n_chain,
         "n_draw": n_draw,
@@ -94,10 +94,19 @@ _COMMON_PARAMETERS = """\
         callable on the flat (unconstrained) parameter vector.
     batched : bool, default True
         Whether a ``score`` callable takes an (n, d) batch (True) or one (d,) draw.
-    c : float, default 1.0
-        IMQ offset, c > 0.
-    beta : float, default -0.5
-        IMQ exponent, -1 < beta < 0.
+    kernel : {"imq", "gaussian", "matern32", "matern52"} or kernel object, default "imq"
+        Base kernel k(x, y) = f(t), t = (x-y)^T A (x-y), A = Lambda^-1:
+        ``"imq"`` (c^2 + t)^beta; ``"gaussian"`` exp(-t/2); ``"matern32"``
+        (1 + sqrt(3t)) exp(-sqrt(3t)); ``"matern52"`` (1 + sqrt(5t) + 5t/3)
+        exp(-sqrt(5t)); or an object of :mod:`steindiag.kernels`. The length scale of
+        every kernel is the preconditioner's. Only the IMQ (beta in (-1, 0)) detects
+        non-convergence in every dimension: with the Gaussian or a Matern kernel, KSD
+        can go to 0 for draws that drift away in d >= 3 (Gorham & Mackey 2017; see the
+        Background page).
+    c : float, optional
+        IMQ offset, c > 0 (default 1.0). Only with ``kernel="imq"``.
+    beta : float, optional
+        IMQ exponent, -1 < beta < 0 (default -0.5). Only with ``kernel="imq"``.
     preconditioner : str or array_like, default "standardize"
         ``"standardize"`` (robust per-coordinate scale; invariant to rescaling a
         parameter), ``"identity"``, ``"med"``, ``"sclmed"``, ``"smpcov"``, or Lambda as
@@ -140,7 +149,7 @@ _COMMON_PARAMETERS = """\
         one thread each, as many as cores. See the user guide, "Beyond one machine"."""
 
 
-def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
+def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
         sample_dims=None, method="auto", progress=None, space=None, client=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
@@ -157,18 +166,25 @@ def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
         ``ksd_iid`` (chain), ``ksd_iid_pooled`` (): the floor an exact i.i.d. sample
         of the same size reaches, sqrt(mean_i k_p(x_i, x_i) / N);
         ``ksd2_u`` (chain), ``ksd2_u_pooled`` (): the unbiased U-statistic of KSD^2
-        (may be negative). ``attrs`` record the kernel, c, beta, the preconditioner
-        and the Lambda or scales used, and the sizes.
+        (may be negative). ``attrs`` record the kernel (``kernel``, its formula, and
+        for the IMQ ``c`` and ``beta``), the preconditioner and the Lambda or scales
+        used, and the sizes.
 
     Notes
     -----
-    With u = x - y, q = c^2 + u^T A u and s = grad log p,
+    With u = x - y, t = u^T A u, s = grad log p and the base kernel k(x, y) = f(t),
+
+        k_p(x,y) = -4 f''(t) u^T A^2 u - 2 f'(t) [tr(A) + u^T A (s(x) - s(y))]
+                   + f(t) s(x).s(y);
+
+    for the IMQ, f(t) = q^beta with q = c^2 + t:
 
         k_p(x,y) = -4 beta (beta-1) q^(beta-2) u^T A^2 u
                    - 2 beta q^(beta-1) [tr(A) + u^T A (s(x) - s(y))] + q^beta s(x).s(y),
 
     KSD^2_V = N^-2 sum_ij k_p(x_i, x_j) and KSD^2_U = [N(N-1)]^-1 sum_(i != j) k_p(x_i, x_j).
-    For exact draws of p, E[KSD^2_U] = 0; for N(0, I_d), A = I, E[KSD^2_V] = 2d/N.
+    For exact draws of p, E[KSD^2_U] = 0; for N(0, I_d), A = I and the default IMQ (or the
+    Gaussian), E[KSD^2_V] = 2d/N.
     Costs O(N^2 d) time and O(N d) memory: the N x N kernel matrix is not stored.
 
     References
@@ -187,7 +203,7 @@ def ksd(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
     (4, True)
     """
     prepared, sums, attrs = _compute(
-        data, model, score=score, batched=batched, c=c, beta=beta,
+        data, model, score=score, batched=batched, kernel=kernel, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
         client=client,
@@ -231,7 +247,7 @@ def _path_points(n_draw, n_points):
     return points
 
 
-def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
+def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
              sample_dims=None, method="auto", n_points=None, progress=None, space=None,
              client=None):
@@ -270,7 +286,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
     """
     _check_n_points(n_points)
     prepared, sums, attrs = _compute(
-        data, model, score=score, batched=batched, c=c, beta=beta,
+        data, model, score=score, batched=batched, kernel=kernel, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
         client=client,

@@ -23,6 +23,7 @@ from steindiag._multi_products import base_kernel_unit_sums
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_kernel_args, check_rng
 from steindiag.inputs import is_labelled, read_input
+from steindiag.kernels import IMQ
 
 __all__ = ["mmd"]
 
@@ -89,7 +90,7 @@ def _match_parameters(prepared, prepared_other, both_labelled):
     return prepared_other.draws[:, :, [other_names.index(p) for p in names]]
 
 
-def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
+def unit_kernel_sums(points, unit_start, preconditioner, kernel):
     """G[u, v] = sum of k(x_i, x_j) over i in unit u, j in unit v, i != j; (U, U) symmetric.
 
     Parameters
@@ -97,7 +98,7 @@ def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
     points : ndarray (N, d), units stored one after the other
     unit_start : int64 (U + 1,), unit u holds rows unit_start[u] .. unit_start[u+1] - 1
     preconditioner : Preconditioner
-    c, beta : float
+    kernel : steindiag.kernels.BaseKernel
 
     O(N^2 d) time; O(N d + P U^2) memory for P = max(8, threads) parallel parts, each
     with its own U x U sums (8 P U^2 bytes); the N x N kernel matrix is not stored.
@@ -106,9 +107,9 @@ def unit_kernel_sums(points, unit_start, preconditioner, c, beta):
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
     n_units = unit_start.shape[0] - 1
     partial = np.empty((max(_PARTS, nb.get_num_threads()), n_units, n_units))
-    base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic, float(c) ** 2,
-                          float(beta), np.ascontiguousarray(unit_start, dtype=np.int64),
-                          partial)
+    base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic,
+                          kernel.numba_kind, kernel.numba_params,
+                          np.ascontiguousarray(unit_start, dtype=np.int64), partial)
     lower = partial.sum(axis=0)
     return lower + lower.T
 
@@ -370,7 +371,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
             "are less autocorrelated than estimated.",
             UserWarning, stacklevel=2,
         )
-    G = unit_kernel_sums(pooled, unit_start, pre, c, beta)
+    G = unit_kernel_sums(pooled, unit_start, pre, IMQ(c=c, beta=beta))
     sizes = np.diff(unit_start).astype(np.float64)
     test_sums, test_counts = _test_pairs(G, sizes, unit_chain)
 

@@ -16,15 +16,17 @@ innermost loops running over points with unit stride).
 - ``stein_matmat``: the product K_p W itself, (N, B), from the same tiles (every tile
   evaluated, both triangles: twice the products of the quadratic forms, no scatter
   between threads); O(N B) output and the same per-thread buffers.
-- ``base_kernel_unit_sums``: sums of the base kernel k(x, y) = (c^2 + (x-y)^T A (x-y))^beta
-  over all pairs of points between (and within) contiguous groups of points, for the
+- ``base_kernel_unit_sums``: sums of the base kernel k(x, y) = f((x-y)^T A (x-y)) (the
+  IMQ f(t) = (c^2 + t)^beta, or another kernel of ``steindiag.kernels``) over all pairs
+  of points between (and within) contiguous groups of points, for the
   MMD and its block-permutation test. O(N^2 d) time, O(parts * U^2) memory for U groups.
 """
 
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import _FAST_SUM, _accumulate_block, _q_powers, stein_combine
+from steindiag._kernels import _FAST_SUM, _accumulate_block
+from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
 
 __all__ = ["stein_matmat", "stein_quadratic_forms", "base_kernel_unit_sums",
            "QUADRATIC_TILE_ROWS"]
@@ -39,27 +41,11 @@ _COLUMN_CHUNK = 512
 _ROWS_PER_TASK = 8
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
-def _stein_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out):
-    """out[m] = factor * k_p for each pair of one block (beta = -1/2 loop kept apart)."""
-    c1 = -4.0 * beta * (beta - 1.0)
-    c0 = -2.0 * beta
-    if beta == -0.5:
-        for m in range(nj):
-            q_beta, inv_q = _q_powers(qdist[m], c2, beta, True)
-            out[m] = factor * stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0,
-                                            trace_a)
-    else:
-        for m in range(nj):
-            q_beta, inv_q = _q_powers(qdist[m], c2, beta, False)
-            out[m] = factor * stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0,
-                                            trace_a)
-
-
 @nb.njit(cache=True, fastmath=_FAST_SUM)
-def _fill_tile(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i0, ni, j0, nj, factor,
+def _fill_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, i0, ni, j0, nj, factor,
                tile, x_i, s_i, qdist, a2dist, uads, ss):
     """tile[r * nj + m] = factor * k_p(x_(i0 + r), x_(j0 + m)): a C-ordered (ni, nj) block."""
+    c2, beta = kernel_constants(kind, params)
     d = draws_t.shape[1]
     for r in range(ni):
         i = i0 + r
@@ -71,19 +57,19 @@ def _fill_tile(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i0, ni, j0, n
             _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0 + b0, nb_, x_i, s_i,
                               qdist, a2dist, uads, ss)
             start = r * nj + b0
-            _stein_values(qdist, a2dist, uads, ss, nb_, c2, beta, trace_a, factor,
-                          tile[start : start + nb_])
+            block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nb_, trace_a,
+                               factor, tile[start : start + nb_])
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM)
-def _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+def _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
                  col_lo, col_hi, factor, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss):
     """acc[:ni] += factor * K_p[i0 : i0 + ni, col_lo : col_hi] @ weights[col_lo : col_hi]."""
     n_rhs = weights.shape[1]
     for j0 in range(col_lo, col_hi, _COLUMN_CHUNK):
         nj = min(_COLUMN_CHUNK, col_hi - j0)
         block = tile[: ni * nj]
-        _fill_tile(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i0, ni, j0, nj, factor,
+        _fill_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, i0, ni, j0, nj, factor,
                    block, x_i, s_i, qdist, a2dist, uads, ss)
         result = product[: ni * n_rhs].reshape((ni, n_rhs))
         np.dot(block.reshape((ni, nj)), weights[j0 : j0 + nj], result)
@@ -93,7 +79,7 @@ def _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def stein_quadratic_forms(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights,
+def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
                           tile_start, tile_stop, tile_chain_start, cross, out):
     """out[t, 0, b] and out[t, 1, b]: row tile t's share of w_b^T K_p w_b, same chain and cross.
 
@@ -101,7 +87,7 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, c2, beta, trace_a, we
     ----------
     draws_t, scores_t : float64 (1, d, N), C-contiguous, kernel coordinates, chains
         stored one after the other (chain-major).
-    a, isotropic, c2, beta, trace_a : kernel constants as in ``_kernels.lower_row_sums``
+    a, isotropic, kind, params, trace_a : kernel constants as in ``_kernels.lower_row_sums``
     weights : float64 (N, B), C-contiguous: the B right-hand sides, each row contiguous.
     tile_start, tile_stop : int64 (n_tiles,)
         Row tiles, in increasing order, none crossing a chain boundary.
@@ -151,14 +137,14 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, c2, beta, trace_a, we
             acc_cross[:ni] = 0.0
             # Earlier points of the same chain (each pair counted for both orders), then
             # the tile against itself (whole, diagonal included).
-            _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+            _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
                          c0, i0, 2.0, tile, product, acc_same, x_i, s_i, qdist, a2dist, uads,
                          ss)
-            _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+            _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
                          i0, i0 + ni, 1.0, tile, product, acc_same, x_i, s_i, qdist, a2dist,
                          uads, ss)
             if cross:
-                _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0,
+                _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0,
                              ni, 0, c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
                              a2dist, uads, ss)
             for b in range(n_rhs):
@@ -172,7 +158,7 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, c2, beta, trace_a, we
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def stein_matmat(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, out):
+def stein_matmat(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out):
     """out = K_p @ weights for an (N, B) C-contiguous ``weights``; out (N, B) overwritten.
 
     Row tiles of ``QUADRATIC_TILE_ROWS`` points run in parallel; each evaluates its rows
@@ -196,7 +182,7 @@ def stein_matmat(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, ou
         s_i = np.empty(d)
         i0 = t * rows
         ni = min(rows, n - i0)
-        _add_product(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, i0, ni,
+        _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
                      0, n, 1.0, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss)
         for r in range(ni):
             for b in range(n_rhs):
@@ -204,8 +190,8 @@ def stein_matmat(draws_t, scores_t, a, isotropic, c2, beta, trace_a, weights, ou
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
-def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, c2, beta):
-    """sum over j = j0 .. j0 + nj - 1 of (c^2 + (x_i - x_j)^T A (x_i - x_j))^beta."""
+def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, kind, params):
+    """sum over j = j0 .. j0 + nj - 1 of f((x_i - x_j)^T A (x_i - x_j))."""
     d = draws_t.shape[1]
     for m in range(nj):
         qdist[m] = 0.0
@@ -216,24 +202,19 @@ def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, c2, beta):
         for m in range(nj):
             u = xk - xs[m]
             qdist[m] += ak * u * u
-    total = 0.0
-    if beta == -0.5:
-        for m in range(nj):
-            total += np.sqrt(1.0 / (c2 + qdist[m]))
-    else:
-        for m in range(nj):
-            total += (c2 + qdist[m]) ** beta
-    return total
+    c2, beta = kernel_constants(kind, params)
+    return block_base_sum(kind, c2, beta, qdist, nj)
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM, error_model="numpy")
-def base_kernel_unit_sums(draws_t, a, isotropic, c2, beta, unit_start, partial):
+def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, partial):
     """Lower-triangle sums of the base kernel between contiguous groups ("units") of points.
 
     Parameters
     ----------
     draws_t : float64 (1, d, N), C-contiguous, kernel coordinates
-    a, isotropic, c2, beta : kernel constants (A = diag(a), or a[0] I if isotropic)
+    a, isotropic : A = diag(a), or a[0] I if isotropic
+    kind, params : the base kernel (``steindiag.kernels._stein``)
     unit_start : int64 (U + 1,), unit u holds points unit_start[u] .. unit_start[u+1] - 1
     partial : float64 (n_parts, U, U), overwritten; n_parts parallel parts
 
@@ -271,5 +252,6 @@ def base_kernel_unit_sums(draws_t, a, isotropic, c2, beta, unit_start, partial):
                         total = 0.0
                         for j0 in range(lo, hi, _BLOCK):
                             total += _base_block_sum(draws_t, a, isotropic, x_i, j0,
-                                                     min(_BLOCK, hi - j0), qdist, c2, beta)
+                                                     min(_BLOCK, hi - j0), qdist, kind,
+                                                     params)
                         acc[unit_i, unit_j] += total

@@ -1,4 +1,4 @@
-"""Numba products with the IMQ Langevin Stein kernel matrix K_p (docs: background page).
+"""Numba products with the Langevin Stein kernel matrix K_p (docs: background page).
 
 Nothing here imports xarray or PyMC, and nothing validates input: callers pass
 float64, C-contiguous arrays already in the kernel's coordinates (draws and scores
@@ -24,13 +24,8 @@ how many threads they get (``threads_for``; ``weights._run_frank_wolfe`` times b
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import (
-    _FAST_SUM,
-    _accumulate_block,
-    _q_powers,
-    stein_combine,
-    stein_kernel_diagonal,
-)
+from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
+from steindiag.kernels._stein import block_stein_values, kernel_constants
 
 __all__ = [
     "kernel_matvec",
@@ -51,22 +46,7 @@ _MATVEC_PARTS = 8
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
-def _block_kernel_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, out):
-    """k_p for each pair of one block (same formula as ``_kernels._block_kernel_sum``)."""
-    c1 = -4.0 * beta * (beta - 1.0)
-    c0 = -2.0 * beta
-    if beta == -0.5:
-        for m in range(nj):
-            q_beta, inv_q = _q_powers(qdist[m], c2, beta, True)
-            out[m] = stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
-    else:
-        for m in range(nj):
-            q_beta, inv_q = _q_powers(qdist[m], c2, beta, False)
-            out[m] = stein_combine(q_beta, inv_q, a2dist[m], uads[m], ss[m], c1, c0, trace_a)
-
-
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
-def _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0, nj,
+def _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj,
                x_i, s_i, qdist, a2dist, uads, ss, out):
     """out[:nj] = k_p(x_i, x_j) for j = j0 .. j0 + nj - 1."""
     d = draws_t.shape[1]
@@ -74,18 +54,19 @@ def _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0, nj,
         x_i[k] = draws_t[0, k, i]
         s_i[k] = scores_t[0, k, i]
     _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0, nj, x_i, s_i, qdist, a2dist, uads, ss)
-    _block_kernel_values(qdist, a2dist, uads, ss, nj, c2, beta, trace_a, out)
+    c2, beta = kernel_constants(kind, params)
+    block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, 1.0, out)
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def kernel_matvec(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal, weights,
+def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
                   out, scatter):
     """out = K_p @ weights, from the lower triangle (each pair evaluated once).
 
     Parameters
     ----------
     draws_t, scores_t : float64 (1, d, N), C-contiguous, kernel coordinates
-    a, isotropic, c2, beta, trace_a : kernel constants as in ``_kernels.lower_row_sums``
+    a, isotropic, kind, params, trace_a : kernel constants as in ``_kernels.lower_row_sums``
     diagonal : float64 (N,), k_p(x_i, x_i)
     weights : float64 (N,)
     out : float64 (N,), overwritten
@@ -121,7 +102,7 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal, 
                     total = diagonal[i] * w_i
                     for j0 in range(0, i, _BLOCK):
                         nj = min(_BLOCK, i - j0)
-                        _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0,
+                        _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0,
                                    nj, x_i, s_i, qdist, a2dist, uads, ss, values)
                         for m in range(nj):
                             total += values[m] * weights[j0 + m]
@@ -137,7 +118,7 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal, 
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def kernel_rows(draws_t, scores_t, a, isotropic, c2, beta, trace_a, index, out):
+def kernel_rows(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out):
     """out[r, j] = k_p(x_index[r], x_j) for all j (parallel over blocks of j).
 
     Memory: the (len(index), N) output only.
@@ -155,12 +136,12 @@ def kernel_rows(draws_t, scores_t, a, isotropic, c2, beta, trace_a, index, out):
         j0 = chunk * _BLOCK
         nj = min(_BLOCK, n - j0)
         for r in range(index.shape[0]):
-            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, index[r], j0, nj,
+            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[r], j0, nj,
                        x_i, s_i, qdist, a2dist, uads, ss, out[r, j0 : j0 + nj])
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def kernel_matrix(draws_t, scores_t, a, isotropic, c2, beta, trace_a, out):
+def kernel_matrix(draws_t, scores_t, a, isotropic, kind, params, trace_a, out):
     """out = K_p, the dense symmetric (N, N) matrix (8 N^2 bytes): lower triangle, mirrored."""
     n = draws_t.shape[2]
     d = draws_t.shape[1]
@@ -180,7 +161,7 @@ def kernel_matrix(draws_t, scores_t, a, isotropic, c2, beta, trace_a, out):
             for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
                 for j0 in range(0, i + 1, _BLOCK):
                     nj = min(_BLOCK, i + 1 - j0)
-                    _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, i, j0, nj,
+                    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj,
                                x_i, s_i, qdist, a2dist, uads, ss, out[i, j0 : j0 + nj])
     for i in nb.prange(n):
         for j in range(i):
@@ -193,13 +174,13 @@ _TAU = 1e-12
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal,
+def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal,
                          weights, gradient, tol, floor, max_iter):
     """Pairwise Frank-Wolfe for min w^T K_p w on the simplex; updates weights in place.
 
     Parameters
     ----------
-    draws_t, scores_t, a, isotropic, c2, beta, trace_a, diagonal : as in ``kernel_matvec``
+    draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal : as in ``kernel_matvec``
     weights : float64 (N,), a point of the simplex, updated in place
     gradient : float64 (N,), K_p @ weights on entry (half the gradient), kept in step
     tol, floor : float, stop when the Frank-Wolfe gap 2 (f - min_i g_i) <= tol * f + floor
@@ -265,7 +246,7 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
             s_i = point[chunk, 1]
             j0 = chunk * _BLOCK
             nj = min(_BLOCK, n - j0)
-            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, v, j0, nj,
+            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, v, j0, nj,
                        x_i, s_i, qdist, a2dist, uads, ss, row_v[j0 : j0 + nj])
             # gain^2 / curvature > best_gain2 / best_curvature, without a division per point.
             best_gain2 = 0.0
@@ -310,7 +291,7 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
             s_i = point[chunk, 1]
             j0 = chunk * _BLOCK
             nj = min(_BLOCK, n - j0)
-            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, s, j0, nj,
+            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, s, j0, nj,
                        x_i, s_i, qdist, a2dist, uads, ss, row_s)
             local_max = -np.inf
             local_arg = -1
@@ -344,7 +325,7 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, c2, beta, trace_a, dia
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
-def greedy_thinning(draws_t, scores_t, a, isotropic, c2, beta, trace_a, objective,
+def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
                     step_penalty, n_points, selected):
     """Greedy Stein thinning: selected[t] = argmin_i objective_t(i), t = 0 .. n_points - 1.
 
@@ -386,7 +367,7 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, c2, beta, trace_a, objectiv
             s_i = np.empty(d)
             j0 = chunk * _BLOCK
             nj = min(_BLOCK, n - j0)
-            _row_block(draws_t, scores_t, a, isotropic, c2, beta, trace_a, arg, j0, nj,
+            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, arg, j0, nj,
                        x_i, s_i, qdist, a2dist, uads, ss, row)
             local_min = np.inf
             local_arg = -1
@@ -419,28 +400,29 @@ class KernelPoints:
         Draws and scores in the sampler's space.
     preconditioner : steindiag._preconditioner.Preconditioner
         Resolved once from the pooled draws.
-    c, beta : float
-        IMQ parameters (validated by the caller).
+    kernel : steindiag.kernels.BaseKernel
+        The base kernel (validated by the caller).
     """
 
-    def __init__(self, draws, scores, preconditioner, c, beta):
+    def __init__(self, draws, scores, preconditioner, kernel):
         draws_k, scores_k = preconditioner.to_kernel_coordinates(draws, scores)
         self.draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
         self.scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
         self.a = preconditioner.a
         self.isotropic = bool(preconditioner.isotropic)
-        self.c2 = float(c) ** 2
-        self.beta = float(beta)
+        self.kernel = kernel
+        self.kind = kernel.numba_kind
+        self.params = kernel.numba_params
         self.trace_a = preconditioner.trace_a
         self.n = draws_k.shape[0]
         self.diagonal = stein_kernel_diagonal(
-            np.einsum("nk,nk->n", scores_k, scores_k), self.c2, self.beta, self.trace_a
+            np.einsum("nk,nk->n", scores_k, scores_k), self.kind, self.params, self.trace_a
         )
 
     @property
     def constants(self):
         """The positional kernel arguments shared by every function of this module."""
-        return (self.draws_t, self.scores_t, self.a, self.isotropic, self.c2, self.beta,
+        return (self.draws_t, self.scores_t, self.a, self.isotropic, self.kind, self.params,
                 self.trace_a)
 
     def matvec(self, weights):

@@ -25,10 +25,11 @@ from steindiag._multi_products import (
     stein_quadratic_forms,
 )
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_kernel_args, check_rng
+from steindiag._validate import check_rng
 from steindiag.inputs import is_labelled, read_input
 from steindiag.inputs._arrays import array_sample_dims
 from steindiag.engine import resolve_backend
+from steindiag.kernels import make_kernel
 
 __all__ = ["ksd_test"]
 
@@ -123,14 +124,14 @@ def _row_tiles(n_chain, n_draw):
     return starts, stops, chain_start
 
 
-def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled, backend=None):
+def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, backend=None):
     """w_b^T K_p w_b for every column of W, per chain and (optionally) pooled.
 
     Parameters
     ----------
     draws, scores : ndarray (chain, draw, d), finite float64
     preconditioner : Preconditioner, resolved from the pooled draws
-    c, beta : float
+    kernel : steindiag.kernels.BaseKernel
     weights : ndarray (chain * draw, B), C-contiguous, rows in chain-major order
     pooled : bool, also the forms on all chains together (cross-chain pairs included)
     backend : None (this process) or a cluster backend (``steindiag.engine``)
@@ -151,14 +152,15 @@ def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled, bac
     scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
     starts, stops, chain_start = _row_tiles(n_chain, n_draw)
     if backend is not None:
-        out = backend.quadratic_form_tiles(draws_t, scores_t, preconditioner, float(c) ** 2,
-                                           float(beta), weights, starts, stops, chain_start,
+        out = backend.quadratic_form_tiles(draws_t, scores_t, preconditioner, kernel,
+                                           weights, starts, stops, chain_start,
                                            pooled)
     else:
         out = np.empty((starts.shape[0], 2, weights.shape[1]))
         with threadpool_limits(limits=1, user_api="blas"):
             stein_quadratic_forms(draws_t, scores_t, preconditioner.a,
-                                  preconditioner.isotropic, float(c) ** 2, float(beta),
+                                  preconditioner.isotropic, kernel.numba_kind,
+                                  kernel.numba_params,
                                   preconditioner.trace_a, weights, starts, stops, chain_start,
                                   pooled, out)
     tile_chain = starts // n_draw
@@ -167,7 +169,7 @@ def quadratic_forms(draws, scores, preconditioner, c, beta, weights, pooled, bac
     return per_chain, (out.sum(axis=(0, 1)) if pooled else None)
 
 
-def stein_matrix_product(points, scores, preconditioner, c, beta, weights):
+def stein_matrix_product(points, scores, preconditioner, kernel, weights):
     """K_p @ W for (N, d) points and scores and an (N, B) matrix W, in one tiled pass.
 
     O(N^2 (d + B)) time; memory O(N B) for W and the result, K_p is never stored. The
@@ -181,7 +183,8 @@ def stein_matrix_product(points, scores, preconditioner, c, beta, weights):
     out = np.empty(weights.shape)
     with threadpool_limits(limits=1, user_api="blas"):
         stein_matmat(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
-                     float(c) ** 2, float(beta), preconditioner.trace_a, weights, out)
+                     kernel.numba_kind, kernel.numba_params, preconditioner.trace_a, weights,
+                     out)
     return out
 
 
@@ -192,7 +195,8 @@ def _pvalue(bootstrap_statistics, observed):
 
 
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
-             pooled=True, batched=True, c=1.0, beta=-0.5, preconditioner="standardize",
+             pooled=True, batched=True, kernel="imq", c=None, beta=None,
+             preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
              client=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
@@ -299,7 +303,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     True
     """
     n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled)
-    c, beta = check_kernel_args(c, beta)
+    kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     backend = resolve_backend(client)
     pending = read_input(
@@ -337,7 +341,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                 UserWarning, stacklevel=2,
             )
     weights = _bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
-    per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, c, beta,
+    per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
                                               weights, pooled, backend=backend)
     del weights
     per_chain /= n_draw
@@ -374,7 +378,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             "multinomial": "none (centred multinomial counts)",
         }[bootstrap],
         "pvalue_rule": "(1 + #{bootstrap >= statistic}) / (1 + n_bootstrap)",
-        **kernel_attrs(prepared, pre, c, beta),
+        **kernel_attrs(prepared, pre, kernel),
     }
     return xr.Dataset(data_vars, coords={"chain": chain}, attrs=attrs)
 

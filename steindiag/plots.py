@@ -16,7 +16,8 @@ Neither path calls ``show`` unless ``show=True``.
 import numpy as np
 import xarray as xr
 
-from steindiag._validate import check_kernel_args, evaluate_score_callable
+from steindiag._validate import evaluate_score_callable
+from steindiag.kernels import make_kernel
 
 __all__ = ["plot_ksd", "plot_ksd_chains", "plot_stein_kernel", "plot_mmd"]
 
@@ -651,26 +652,29 @@ def _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc
 # --------------------------------------------------------------------------------------
 
 
-def _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, c, beta):
+def _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, kernel):
     """The four terms of k_p(x, y) for d = 1 and A = 1 / lengthscale^2.
 
-    With u = x - y, a = 1 / lengthscale^2, q = c^2 + a u^2 and k = q^beta
-    (the IMQ Stein kernel of the Background page with d = 1):
+    With u = x - y, a = 1 / lengthscale^2, t = a u^2 and the base kernel k = f(t)
+    (the Stein kernel of the Background page with d = 1):
 
-        d/dx k = 2 a beta u q^(beta-1),   d/dy k = -2 a beta u q^(beta-1),
-        d2/(dx dy) k = -2 a beta q^(beta-1) - 4 a^2 beta (beta-1) u^2 q^(beta-2).
+        d/dx k = 2 a u f'(t),   d/dy k = -2 a u f'(t),
+        d2/(dx dy) k = -2 a f'(t) - 4 a^2 u^2 f''(t) = -2 a f'(t) - 4 a (t f''(t)),
+
+    written with t f''(t), which stays finite at t = 0 for every kernel (the Matern 3/2
+    f'' itself grows like 1/sqrt(t)).
     """
     a = 1.0 / lengthscale**2
     u = x - y
-    q = c**2 + a * u**2
-    grad_x_k = 2.0 * a * beta * u * q ** (beta - 1.0)
+    t = a * u**2
+    f, slope, t_curvature = kernel.profile(t)
+    grad_x_k = 2.0 * a * u * slope
     grad_y_k = -grad_x_k
     return {
-        "div_x_grad_y_k": -2.0 * a * beta * q ** (beta - 1.0)
-        - 4.0 * a**2 * beta * (beta - 1.0) * u**2 * q ** (beta - 2.0),
+        "div_x_grad_y_k": -2.0 * a * slope - 4.0 * a * t_curvature,
         "grad_x_k_score_y": grad_x_k * score_y,
         "grad_y_k_score_x": grad_y_k * score_x,
-        "k_score_x_score_y": q**beta * score_x * score_y,
+        "k_score_x_score_y": f * score_x * score_y,
     }
 
 
@@ -682,12 +686,12 @@ _TERM_LABELS = {
 }
 
 
-def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5, batched=True,
-                      ax=None, figsize=None, show=False):
+def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=None,
+                      beta=None, batched=True, ax=None, figsize=None, show=False):
     """The Langevin Stein kernel of a 1-D target, split into its four terms.
 
     Draws, as functions of x for a fixed second argument y', the four terms of
-    k_p(x, y') for the IMQ base kernel and their sum (thick black line).
+    k_p(x, y') for the chosen base kernel and their sum (thick black line).
 
     Parameters
     ----------
@@ -703,10 +707,12 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
         y' +- 5 lengthscales.
     lengthscale : float, default 1.0
         Kernel length scale; A = 1 / lengthscale^2.
-    c : float, default 1.0
-        IMQ offset, c > 0.
-    beta : float, default -0.5
-        IMQ exponent, -1 < beta < 0.
+    kernel : {"imq", "gaussian", "matern32", "matern52"} or kernel object, default "imq"
+        Base kernel, as in :func:`steindiag.ksd`.
+    c : float, optional
+        IMQ offset, c > 0 (default 1.0). Only with ``kernel="imq"``.
+    beta : float, optional
+        IMQ exponent, -1 < beta < 0 (default -0.5). Only with ``kernel="imq"``.
     batched : bool, default True
         Whether ``score`` takes a batch of points (see above).
     ax : matplotlib.axes.Axes, optional
@@ -724,19 +730,21 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
 
     Notes
     -----
-    With u = x - y', a = 1 / lengthscale^2, q = c^2 + a u^2 and base kernel k = q^beta,
+    With u = x - y', a = 1 / lengthscale^2, t = a u^2 and base kernel k = f(t),
 
     .. math::
 
-        k_p(x, y') = \\underbrace{-2a\\beta q^{\\beta-1} - 4a^2\\beta(\\beta-1)u^2 q^{\\beta-2}}
-                     _{\\partial_x\\partial_{y'}k}
-                   + \\underbrace{2a\\beta u q^{\\beta-1} s(y')}_{\\partial_x k\\, s(y')}
-                   \\underbrace{- 2a\\beta u q^{\\beta-1} s(x)}_{\\partial_{y'} k\\, s(x)}
-                   + \\underbrace{q^\\beta s(x) s(y')}_{k\\, s(x) s(y')}.
+        k_p(x, y') = \\underbrace{-2a f'(t) - 4a^2 u^2 f''(t)}_{\\partial_x\\partial_{y'}k}
+                   + \\underbrace{2a u f'(t) s(y')}_{\\partial_x k\\, s(y')}
+                   \\underbrace{- 2a u f'(t) s(x)}_{\\partial_{y'} k\\, s(x)}
+                   + \\underbrace{f(t) s(x) s(y')}_{k\\, s(x) s(y')}.
 
-    Far from y' only the terms with s(x) survive, decaying like ``|u|^(2 beta) |s(x)|``; near
-    y' the curvature term is positive. k_p(y', y') = -2 beta c^(2 beta - 2) a +
-    c^(2 beta) s(y')^2 is the diagonal that sets the i.i.d. floor.
+    For the IMQ, f(t) = (c^2 + t)^beta: far from y' only the terms with s(x) survive,
+    decaying like ``|u|^(2 beta) |s(x)|``; the Gaussian and Matern kernels decay
+    exponentially, so that far from y' every term vanishes (which is why their KSD can
+    miss draws that drift away, see the Background page). Near y' the curvature term is
+    positive. k_p(y', y') = -2 f'(0) a + f(0) s(y')^2 (IMQ: -2 beta c^(2 beta - 2) a +
+    c^(2 beta) s(y')^2) is the diagonal that sets the i.i.d. floor.
 
     Examples
     --------
@@ -754,7 +762,7 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
             "score must be a callable (grad log p of a 1-D target); "
             f"got {type(score).__name__}."
         )
-    c, beta = check_kernel_args(c, beta)
+    kernel = make_kernel(kernel, c, beta)
     for name, value in (("y", y), ("lengthscale", lengthscale)):
         if isinstance(value, bool) or not np.isscalar(value) or not np.isreal(value):
             raise TypeError(f"{name} must be a real number; got {type(value).__name__}.")
@@ -776,7 +784,7 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
     if not np.all(np.isfinite(scores)):
         raise ValueError("score returned non-finite values on x or at y.")
     score_x, score_y = scores[:-1], scores[-1]
-    terms = _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, c, beta)
+    terms = _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, kernel)
     total = sum(terms.values())
 
     import matplotlib.pyplot as plt
@@ -795,7 +803,7 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, c=1.0, beta=-0.5
     ax.set_xlabel("x")
     ax.set_ylabel("term value")
     ax.set_title(
-        f"Langevin Stein kernel, IMQ base (c = {c:g}, \u03b2 = {beta:g}, lengthscale = "
+        f"Langevin Stein kernel, {kernel.describe()} base (lengthscale = "
         f"{lengthscale:g}), y' = {y:g}, s(y') = {score_y + 0.0:.3g}",
         fontsize="medium",
     )

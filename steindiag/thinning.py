@@ -16,10 +16,10 @@ from steindiag import _stein_products
 from steindiag._engine import stein_row_sums
 from steindiag._ksd import kernel_attrs
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_kernel_args
 from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
 from steindiag.inputs._functions import check_log_density
+from steindiag.kernels import make_kernel
 
 __all__ = ["stein_thin", "SteinThinning"]
 
@@ -100,8 +100,10 @@ def _thin_iv(n_points, regularized, strength, log_density, return_info, score, m
 # -- log p and the Laplacian correction -------------------------------------------------
 
 
-def _laplacian_correction(score_fn, draws_flat, pre, c, beta):
-    """c^(2 beta) sum_k (d^2 log p / dz_k^2)^+ in kernel coordinates z, by central differences.
+def _laplacian_correction(score_fn, draws_flat, pre, kernel):
+    """k(x, x) sum_k (d^2 log p / dz_k^2)^+ in kernel coordinates z, by central differences.
+
+    k(x, x) = f(0) is the base kernel on the diagonal: c^(2 beta) for the IMQ, 1 otherwise.
 
     z = V^T (x / scale); moving z_k by h moves x by h * scale * V[:, k]; the score in
     kernel coordinates is V^T (scale * s). 2 d score evaluations per draw.
@@ -123,7 +125,7 @@ def _laplacian_correction(score_fn, draws_flat, pre, c, beta):
         total += np.maximum(second, 0.0)
     if not np.all(np.isfinite(total)):
         raise ValueError("the Laplacian correction is not finite at some draws (score overflow).")
-    return (float(c) ** 2) ** beta * total
+    return kernel.value_at_zero * total
 
 
 # -- output in the input's type ---------------------------------------------------------
@@ -214,10 +216,11 @@ _THIN_PARAMETERS = """\
         ``regularized=True`` needs it as a callable (or ``model``) for the Laplacian.
     batched : bool, default True
         Whether ``score`` and ``log_density`` callables take an (n, d) batch.
-    c, beta, preconditioner, group, var_names, coords, sample_dims, space
-        As in :func:`steindiag.ksd`; the preconditioner is fixed once from all pooled
-        draws. An array's result is (1, n_points, d) if it has a chain axis, else
-        (n_points, d), or (n_points,) for a 1-D array.
+    kernel, c, beta, preconditioner, group, var_names, coords, sample_dims, space
+        As in :func:`steindiag.ksd` (default: the IMQ kernel, c = 1, beta = -1/2); the
+        preconditioner is fixed once from all pooled draws. An array's result is
+        (1, n_points, d) if it has a chain axis, else (n_points, d), or (n_points,)
+        for a 1-D array.
     regularized : bool, default False
         Use the regularised rule of Benard, Staber & Da Veiga (2023).
     log_density : callable or array_like, optional
@@ -232,9 +235,9 @@ _THIN_PARAMETERS = """\
         the thinned data alone."""
 
 
-def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, beta=-0.5,
-               preconditioner="standardize", group="posterior", var_names=None, coords=None,
-               sample_dims=None, space=None, regularized=False, log_density=None,
+def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="imq", c=None,
+               beta=None, preconditioner="standardize", group="posterior", var_names=None,
+               coords=None, sample_dims=None, space=None, regularized=False, log_density=None,
                strength=None, return_info=False):
     """Select ``n_points`` draws that greedily minimise the KSD (Stein thinning).
 
@@ -277,10 +280,11 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         pi_t = argmin_i [ k_p(x_i, x_i) + L(x_i) + 2 sum_(j<t) k_p(x_(pi_j), x_i)
                           - lambda t log p(x_i) ],
 
-    with the Laplacian correction L(x) = c^(2 beta) sum_k (d^2 log p / dz_k^2)^+ in the
-    kernel coordinates z (z = x for ``preconditioner="identity"``; the paper's
-    Delta^+ log p for c = 1), computed by central differences of the score (2 d score
-    evaluations per draw), and lambda = ``strength``.
+    with the Laplacian correction L(x) = k(x, x) sum_k (d^2 log p / dz_k^2)^+ in the
+    kernel coordinates z (z = x for ``preconditioner="identity"``; k(x, x) = c^(2 beta)
+    for the IMQ, 1 for the other kernels; the paper's Delta^+ log p for c = 1), computed
+    by central differences of the score (2 d score evaluations per draw), and
+    lambda = ``strength``.
 
     References
     ----------
@@ -299,7 +303,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
     >>> info.ksd_path.shape, bool(info.ksd > 0)
     ((20,), True)
     """
-    c, beta = check_kernel_args(c, beta)
+    kernel = make_kernel(kernel, c, beta)
     _thin_iv(n_points, regularized, strength, log_density, return_info, score, model)
     check_preconditioner(preconditioner)
     pending = read_input(
@@ -319,7 +323,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
     prepared = pending.with_scores()
     draws_flat = prepared.draws.reshape(-1, d)
     scores_flat = prepared.scores.reshape(-1, d)
-    points = _stein_products.KernelPoints(draws_flat, scores_flat, pre, c, beta)
+    points = _stein_products.KernelPoints(draws_flat, scores_flat, pre, kernel)
     objective = points.diagonal.copy()
     step_penalty = np.zeros(n_total)
     thinning_attrs = {"stein_thinning": "regularized" if regularized else "greedy",
@@ -331,7 +335,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
                                    chain=prepared.chain, draw=prepared.draw,
                                    mode=mode).reshape(-1)
         score_fn = score_function(score, model, batched=batched, mode=mode)
-        laplacian = _laplacian_correction(score_fn, draws_flat, pre, c, beta)
+        laplacian = _laplacian_correction(score_fn, draws_flat, pre, kernel)
         objective += laplacian - lam * log_p
         step_penalty = -lam * log_p
         thinning_attrs["stein_thinning_strength"] = lam
@@ -344,7 +348,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
     chain_pos, draw_pos = np.divmod(selected, n_draw)
     # KSD of every prefix of the selection, with the same kernel and preconditioner.
     sums = stein_row_sums(
-        draws_flat[selected][None], scores_flat[selected][None], c=c, beta=beta,
+        draws_flat[selected][None], scores_flat[selected][None], kernel=kernel,
         preconditioner=pre,
     )
     running = np.cumsum(2.0 * sums.row_all[0] + sums.diagonal[0])
@@ -355,7 +359,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, c=1.0, b
         "stein_thinning_source_n_chain": n_chain,
         "stein_thinning_source_n_draw": n_draw,
     }
-    for key, value in kernel_attrs(prepared, pre, c, beta).items():
+    for key, value in kernel_attrs(prepared, pre, kernel).items():
         if key not in ("n_chain", "n_draw"):
             attrs[f"stein_thinning_{key}"] = value
     attrs = _netcdf_attrs(attrs)

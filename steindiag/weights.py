@@ -25,8 +25,9 @@ from steindiag._active_set import (
 from steindiag._ksd import kernel_attrs
 from steindiag._progress import make_progress
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_kernel_args, check_method
+from steindiag._validate import check_method
 from steindiag.inputs import is_labelled, read_input
+from steindiag.kernels import make_kernel
 
 __all__ = ["stein_weights", "weighted_summary", "SteinWeightsError"]
 
@@ -455,8 +456,8 @@ def _weights_doc_parameters():
     return head.rstrip("\n") + "\n" + space
 
 
-def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.5,
-                  preconditioner="standardize", group="posterior", var_names=None,
+def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
+                  beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
                   max_iter=None, memory_limit=None, progress=None, space=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
@@ -528,10 +529,10 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
 
         minimise  f(w) = w^T K_p w   subject to  w >= 0,  sum_i w_i = 1,
 
-    with K_p the IMQ Langevin Stein kernel matrix (see the background page of the
-    docs), in the kernel coordinates of one preconditioner fixed from all pooled
-    draws. f(w) is the squared KSD of the weighted sample; the uniform value is the
-    V-statistic of :func:`steindiag.ksd`. The weights make biased samplers (unadjusted
+    with K_p the Langevin Stein kernel matrix of the chosen base kernel (see the
+    background page of the docs), in the kernel coordinates of one preconditioner fixed
+    from all pooled draws. f(w) is the squared KSD of the weighted sample; the uniform
+    value is the V-statistic of :func:`steindiag.ksd`. The weights make biased samplers (unadjusted
     Langevin, too large a step, variational draws) consistent again under mild
     conditions (Hodgkinson et al. 2020).
 
@@ -580,7 +581,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     >>> bool(w.attrs["ksd_weighted"] < w.attrs["ksd_uniform"])
     True
     """
-    c, beta = check_kernel_args(c, beta)
+    kernel = make_kernel(kernel, c, beta)
     tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
     check_preconditioner(preconditioner)
     pending = read_input(
@@ -597,7 +598,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
     chosen = _choose_method(method, d)
     solutions, methods = [], []
     for draws, scores in problems:
-        points = _stein_products.KernelPoints(draws, scores, pre, c, beta)
+        points = _stein_products.KernelPoints(draws, scores, pre, kernel)
         solution, used = _solve(points, chosen, method, tol, max_iter, memory_limit, progress)
         if not np.isfinite(solution.ksd2_uniform):
             solution.ksd2_uniform = float(points.matvec(np.full(points.n, 1.0 / points.n)).mean())
@@ -625,7 +626,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, c=1.0, beta=-0.
         "normalised_over": "each chain" if per_chain else "all draws",
         "tol": tol,
         "kish_ess": float(1.0 / np.sum(pooled**2)),
-        **kernel_attrs(prepared, pre, c, beta),
+        **kernel_attrs(prepared, pre, kernel),
     }
     coords = {"chain": prepared.chain, "draw": prepared.draw}
     if per_chain:

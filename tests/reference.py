@@ -1,4 +1,4 @@
-"""Slow, obvious plain-NumPy reference for the IMQ Stein kernel and KSD.
+"""Slow, obvious plain-NumPy reference for the Stein kernels (IMQ, Gaussian, Matern) and KSD.
 
 Written straight from the formulas of the docs' background page with a full matrix A and an
 explicit N x N kernel matrix, so that it shares nothing with the fast engine
@@ -27,22 +27,114 @@ def imq_stein_kernel_matrix(x, sx, y, sy, A, c=1.0, beta=-0.5):
     )
 
 
-def ksd_v2(x, sx, A, c=1.0, beta=-0.5):
+# -- Radial base kernels written in r = sqrt(u^T A u), with their r-derivatives --------------
+#
+# The package writes every kernel as f(t), t = r^2, and differentiates in t; here each
+# kernel is g(r) = f(r^2) with g'(r), g''(r) worked out by hand in r, and the Stein kernel
+# is assembled from the gradients of k(x, y) = g(r(x - y)) directly:
+#
+#   grad_x k = g'(r) A u / r = -grad_y k,
+#   div_x grad_y k = -(g''(r) / r^2 - g'(r) / r^3) u^T A^2 u - g'(r) / r tr(A),
+#
+# so k_p = div_x grad_y k + grad_x k . s(y) + grad_y k . s(x) + k s(x) . s(y). At r = 0
+# (x = y) the limits are g'(r) / r -> g''(0) and u^T A^2 u (...) -> 0.
+# ``test_kernels.py`` checks g', g'' against finite differences of g, and this Stein kernel
+# against finite differences of k.
+
+
+def radial_profile(kernel, r, c=1.0, beta=-0.5):
+    """(g(r), g'(r), g''(r)) of a base kernel k = g(r) as a function of r = sqrt(u^T A u)."""
+    r = np.asarray(r, dtype=np.float64)
+    if kernel == "imq":
+        q = c**2 + r**2
+        return (q**beta, 2 * beta * r * q ** (beta - 1),
+                2 * beta * q ** (beta - 1) + 4 * beta * (beta - 1) * r**2 * q ** (beta - 2))
+    if kernel == "gaussian":
+        g = np.exp(-(r**2) / 2)
+        return g, -r * g, (r**2 - 1) * g
+    if kernel == "matern32":
+        e = np.exp(-np.sqrt(3) * r)
+        # g = (1 + sqrt3 r) e: g' = -3 r e, g'' = (3 sqrt3 r - 3) e.
+        return (1 + np.sqrt(3) * r) * e, -3 * r * e, (3 * np.sqrt(3) * r - 3) * e
+    if kernel == "matern52":
+        e = np.exp(-np.sqrt(5) * r)
+        # g = (1 + sqrt5 r + 5 r^2 / 3) e: g' = -(5/3) r (1 + sqrt5 r) e,
+        # g'' = -(5/3) (1 + sqrt5 r - 5 r^2) e.
+        return ((1 + np.sqrt(5) * r + 5 * r**2 / 3) * e, -(5 / 3) * r * (1 + np.sqrt(5) * r) * e,
+                -(5 / 3) * (1 + np.sqrt(5) * r - 5 * r**2) * e)
+    raise ValueError(kernel)
+
+
+def base_kernel_matrix(x, y, A, kernel="imq", c=1.0, beta=-0.5):
+    """k(x_i, y_j) = g(r_ij) for all i, j."""
+    x, y, A = (np.asarray(v, dtype=np.float64) for v in (x, y, A))
+    u = x[:, None, :] - y[None, :, :]
+    r = np.sqrt(np.maximum(np.einsum("nmk,kl,nml->nm", u, A, u), 0.0))
+    return radial_profile(kernel, r, c, beta)[0]
+
+
+def stein_kernel_matrix(x, sx, y, sy, A, kernel="imq", c=1.0, beta=-0.5):
+    """k_p(x_i, y_j) for all i, j from g(r), g'(r), g''(r) (see above), A a full matrix."""
+    x, sx, y, sy, A = (np.asarray(v, dtype=np.float64) for v in (x, sx, y, sy, A))
+    u = x[:, None, :] - y[None, :, :]
+    Au = u @ A
+    r = np.sqrt(np.maximum(np.einsum("nmk,nmk->nm", Au, u), 0.0))
+    uA2u = np.einsum("nmk,nmk->nm", Au, Au)
+    uAds = np.einsum("nmk,nmk->nm", Au, sx[:, None, :] - sy[None, :, :])
+    ss = sx @ sy.T
+    g, g1, g2 = radial_profile(kernel, r, c, beta)
+    g2_zero = radial_profile(kernel, np.zeros(1), c, beta)[2][0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g1_over_r = np.where(r > 0, g1 / r, g2_zero)
+        curvature = np.where(r > 0, (g2 / r**2 - g1 / r**3) * uA2u, 0.0)
+    return -curvature - g1_over_r * (np.trace(A) + uAds) + g * ss
+
+
+def stein_kernel_fd(x, sx, y, sy, A, kernel="imq", c=1.0, beta=-0.5):
+    """k_p(x, y) for one pair, with every derivative of k(x, y) = g(r) by central differences.
+
+    Independent of any derivative formula: only g itself is used. The step is
+    h = 1e-4 min(1, |x - y|) (the Matern 3/2 kernel is not smooth at x = y, so the step
+    must be small next to the distance); accurate to about 1e-6 relative (O((h / r)^2)
+    truncation, O(eps / h^2) rounding in the mixed second derivative).
+    """
+    x, sx, y, sy = (np.asarray(v, dtype=np.float64) for v in (x, sx, y, sy))
+    d = x.shape[0]
+    h = 1e-4 * min(1.0, float(np.linalg.norm(x - y)))
+
+    def k(a, b):
+        return base_kernel_matrix(a[None], b[None], A, kernel, c, beta)[0, 0]
+
+    eye = np.eye(d) * h
+    grad_x = np.array([(k(x + e, y) - k(x - e, y)) / (2 * h) for e in eye])
+    grad_y = np.array([(k(x, y + e) - k(x, y - e)) / (2 * h) for e in eye])
+    div = sum((k(x + e, y + e) - k(x + e, y - e) - k(x - e, y + e) + k(x - e, y - e))
+              / (4 * h * h) for e in eye)
+    return div + grad_x @ sy + grad_y @ sx + k(x, y) * (sx @ sy)
+
+
+def _matrix(x, sx, A, c, beta, kernel):
+    if kernel == "imq":
+        return imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    return stein_kernel_matrix(x, sx, x, sx, A, kernel)
+
+
+def ksd_v2(x, sx, A, c=1.0, beta=-0.5, kernel="imq"):
     """V-statistic KSD^2 = N^-2 sum_{i,j} k_p(x_i, x_j)."""
-    K = imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    K = _matrix(x, sx, A, c, beta, kernel)
     return K.sum() / K.shape[0] ** 2
 
 
-def ksd_u2(x, sx, A, c=1.0, beta=-0.5):
+def ksd_u2(x, sx, A, c=1.0, beta=-0.5, kernel="imq"):
     """U-statistic [N(N-1)]^-1 sum_{i != j} k_p(x_i, x_j)."""
-    K = imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    K = _matrix(x, sx, A, c, beta, kernel)
     n = K.shape[0]
     return (K.sum() - np.trace(K)) / (n * (n - 1))
 
 
-def ksd_iid2(x, sx, A, c=1.0, beta=-0.5):
+def ksd_iid2(x, sx, A, c=1.0, beta=-0.5, kernel="imq"):
     """mean_i k_p(x_i, x_i) / N, the i.i.d. floor squared."""
-    K = imq_stein_kernel_matrix(x, sx, x, sx, A, c, beta)
+    K = _matrix(x, sx, A, c, beta, kernel)
     return np.mean(np.diag(K)) / K.shape[0]
 
 
@@ -71,8 +163,11 @@ def standardize_reference(pooled_x, x, sx):
     return x / scale, sx * scale
 
 
-def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5):
-    """Everything ``steindiag.ksd`` reports, the slow way, for (chain, draw, d) arrays."""
+def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5, kernel="imq"):
+    """Everything ``steindiag.ksd`` reports, the slow way, for (chain, draw, d) arrays.
+
+    ``kernel``: "imq" (with c, beta) or "gaussian", "matern32", "matern52".
+    """
     draws = np.asarray(draws, dtype=np.float64)
     scores = np.asarray(scores, dtype=np.float64)
     n_chain, n_draw, d = draws.shape
@@ -87,22 +182,22 @@ def reference_ksd(draws, scores, preconditioner="identity", c=1.0, beta=-0.5):
     A = np.linalg.inv(lam)
     out = {"ksd": [], "ksd_iid": [], "ksd2_u": []}
     for ch in range(n_chain):
-        out["ksd"].append(np.sqrt(ksd_v2(draws[ch], scores[ch], A, c, beta)))
-        out["ksd_iid"].append(np.sqrt(ksd_iid2(draws[ch], scores[ch], A, c, beta)))
-        out["ksd2_u"].append(ksd_u2(draws[ch], scores[ch], A, c, beta))
+        out["ksd"].append(np.sqrt(ksd_v2(draws[ch], scores[ch], A, c, beta, kernel)))
+        out["ksd_iid"].append(np.sqrt(ksd_iid2(draws[ch], scores[ch], A, c, beta, kernel)))
+        out["ksd2_u"].append(ksd_u2(draws[ch], scores[ch], A, c, beta, kernel))
     # Pooled: all draws of all chains together (cross-chain pairs included).
     px, ps = draws.reshape(-1, d), scores.reshape(-1, d)
-    out["ksd_pooled"] = np.sqrt(ksd_v2(px, ps, A, c, beta))
-    out["ksd_iid_pooled"] = np.sqrt(ksd_iid2(px, ps, A, c, beta))
-    out["ksd2_u_pooled"] = ksd_u2(px, ps, A, c, beta)
+    out["ksd_pooled"] = np.sqrt(ksd_v2(px, ps, A, c, beta, kernel))
+    out["ksd_iid_pooled"] = np.sqrt(ksd_iid2(px, ps, A, c, beta, kernel))
+    out["ksd2_u_pooled"] = ksd_u2(px, ps, A, c, beta, kernel)
     # Running curves by recomputing every prefix (the obvious, quadratic-per-prefix way).
     path = np.empty((n_chain, n_draw))
     path_pooled = np.empty(n_draw)
     for n in range(1, n_draw + 1):
         for ch in range(n_chain):
-            path[ch, n - 1] = np.sqrt(ksd_v2(draws[ch, :n], scores[ch, :n], A, c, beta))
+            path[ch, n - 1] = np.sqrt(ksd_v2(draws[ch, :n], scores[ch, :n], A, c, beta, kernel))
         path_pooled[n - 1] = np.sqrt(
-            ksd_v2(draws[:, :n].reshape(-1, d), scores[:, :n].reshape(-1, d), A, c, beta)
+            ksd_v2(draws[:, :n].reshape(-1, d), scores[:, :n].reshape(-1, d), A, c, beta, kernel)
         )
     out["path"] = path
     out["path_pooled"] = path_pooled

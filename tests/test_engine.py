@@ -17,6 +17,7 @@ from reference import imq_stein_kernel_matrix, reference_ksd
 import steindiag
 from steindiag._engine import _MANY_CHAINS, stein_row_sums
 from steindiag._preconditioner import make_preconditioner
+from steindiag.kernels import IMQ
 
 RTOL = 1e-10  # the bar for every fast path vs the reference
 SCALARS = ["ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled", "ksd2_u", "ksd2_u_pooled"]
@@ -127,7 +128,7 @@ def test_blas_path_matches_reference_at_any_scale(
     if preconditioner == "smpcov":  # a well-conditioned sample covariance
         assume(len(np.unique(x.reshape(-1, d), axis=0)) >= 3 * d)
     sums = stein_row_sums(
-        x, s, c=1.0, beta=-0.5, method="gemm", tile_rows=tile_rows,
+        x, s, kernel=IMQ(), method="gemm", tile_rows=tile_rows,
         preconditioner=make_preconditioner(preconditioner, x.reshape(-1, d), "x"),
     )
     v_pooled = (sums.diagonal.sum() + 2.0 * sums.row_all.sum()) / (n_chain * n_draw) ** 2
@@ -294,8 +295,8 @@ def test_results_do_not_depend_on_thread_count(method):
 def test_results_do_not_depend_on_tile_size(tile_rows):
     x, s = _target_draws(np.random.default_rng(13), 3, 50, 6)
     pre = make_preconditioner("smpcov", x.reshape(-1, 6), None)
-    fused = stein_row_sums(x, s, c=1.0, beta=-0.5, preconditioner=pre, method="fused")
-    tiled = stein_row_sums(x, s, c=1.0, beta=-0.5, preconditioner=pre, method="gemm",
+    fused = stein_row_sums(x, s, kernel=IMQ(), preconditioner=pre, method="fused")
+    tiled = stein_row_sums(x, s, kernel=IMQ(), preconditioner=pre, method="gemm",
                            tile_rows=tile_rows)
     # Truth: the fused per-pair path (itself checked against reference.py above).
     scale = np.abs(fused.row_all).max()

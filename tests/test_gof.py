@@ -32,6 +32,7 @@ import steindiag
 from steindiag import gof
 from steindiag._autocorrelation import integrated_autocorrelation_time
 from steindiag._preconditioner import make_preconditioner
+from steindiag.kernels import IMQ
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import (  # noqa: E402
@@ -82,7 +83,7 @@ def test_quadratic_forms_match_reference(preconditioner, beta):
     pooled_x, pooled_s = x.reshape(-1, d), s.reshape(-1, d)
     pre = make_preconditioner(preconditioner, pooled_x, list("abc"))
     weights = np.ascontiguousarray(rng.standard_normal((n_chain * n_draw, 5)))
-    per_chain, pooled = gof.quadratic_forms(x, s, pre, c, beta, weights, True)
+    per_chain, pooled = gof.quadratic_forms(x, s, pre, IMQ(c, beta), weights, True)
     K = reference_matrix(pooled_x, pooled_s, preconditioner, c, beta)
     expected = quadratic_forms(K, weights)
     scale = np.abs(K).sum(axis=1).max() * np.abs(weights).max() ** 2 * n_chain * n_draw
@@ -93,7 +94,7 @@ def test_quadratic_forms_match_reference(preconditioner, beta):
         # Truth: the same for each chain's diagonal block of K alone.
         np.testing.assert_allclose(per_chain[ch], quadratic_forms(K[rows, rows], weights[rows]),
                                    rtol=0, atol=1e-13 * scale)
-    per_chain_only, none = gof.quadratic_forms(x, s, pre, c, beta, weights, False)
+    per_chain_only, none = gof.quadratic_forms(x, s, pre, IMQ(c, beta), weights, False)
     assert none is None
     # Truth: the per-chain forms do not depend on whether the cross-chain pairs are computed.
     np.testing.assert_allclose(per_chain_only, per_chain, rtol=1e-13, atol=0)
@@ -108,7 +109,7 @@ def test_matrix_product_matches_reference(preconditioner):
     weights = rng.standard_normal((600, 7))
     K = reference_matrix(x, s, preconditioner)
     # Truth: K @ W with the explicit matrix of tests/reference.py.
-    np.testing.assert_allclose(gof.stein_matrix_product(x, s, pre, 1.0, -0.5, weights),
+    np.testing.assert_allclose(gof.stein_matrix_product(x, s, pre, IMQ(), weights),
                                K @ weights, rtol=0,
                                atol=1e-13 * np.abs(K).sum(axis=1).max() * np.abs(weights).max())
 
@@ -119,11 +120,11 @@ def test_quadratic_forms_same_result_any_thread_count():
     x = np.random.default_rng(14).standard_normal((2, 700, 4))
     pre = make_preconditioner("identity", x.reshape(-1, 4), list("abcd"))
     weights = np.ascontiguousarray(np.random.default_rng(15).standard_normal((1400, 9)))
-    full = gof.quadratic_forms(x, -x, pre, 1.0, -0.5, weights, True)
+    full = gof.quadratic_forms(x, -x, pre, IMQ(), weights, True)
     saved = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        single = gof.quadratic_forms(x, -x, pre, 1.0, -0.5, weights, True)
+        single = gof.quadratic_forms(x, -x, pre, IMQ(), weights, True)
     finally:
         numba.set_num_threads(saved)
     # Truth: each row tile is computed whole by one task and the tiles are summed in a

@@ -21,6 +21,7 @@ import steindiag
 from steindiag import _stein_products
 from steindiag._preconditioner import make_preconditioner
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
+from steindiag.kernels import IMQ
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import (  # noqa: E402
@@ -66,7 +67,7 @@ def test_products_match_reference_matrix(preconditioner, beta):
     s = -x + 0.1 * rng.standard_normal(x.shape)
     c = 1.3
     pre = make_preconditioner(preconditioner, x, ["a", "b", "c"])
-    points = _stein_products.KernelPoints(x, s, pre, c, beta)
+    points = _stein_products.KernelPoints(x, s, pre, IMQ(c, beta))
     K = reference_matrix(x, s, preconditioner, c, beta)
     w = rng.random(x.shape[0])
     scale = np.abs(K).max()
@@ -83,7 +84,7 @@ def test_matvec_same_result_any_thread_count():
 
     x, s = gaussian_draws(0, 1, 700, 4)
     pre = make_preconditioner("identity", x[0], list("abcd"))
-    points = _stein_products.KernelPoints(x[0], s[0], pre, 1.0, -0.5)
+    points = _stein_products.KernelPoints(x[0], s[0], pre, IMQ())
     w = np.random.default_rng(1).random(700)
     full = points.matvec(w)
     saved = numba.get_num_threads()
@@ -319,7 +320,7 @@ def test_active_set_factor_and_matrix_free_agree_with_the_reference():
 
     x, s = ula_samples(3, 2, 300, 0.5, np.eye(1))
     pre = make_preconditioner("standardize", x.reshape(-1, 1), None)
-    points = _stein_products.KernelPoints(x.reshape(-1, 1), s.reshape(-1, 1), pre, 1.0, -0.5)
+    points = _stein_products.KernelPoints(x.reshape(-1, 1), s.reshape(-1, 1), pre, IMQ())
     scale = points.diagonal.mean()
     diagonal = points.diagonal / scale
     floor = 1e-13

@@ -80,8 +80,10 @@ class Operands:
         Diagonal of A in kernel coordinates.
     isotropic : bool
     trace_a : float
-    c2, beta : float
-        Kernel constants: c^2 and beta of the IMQ kernel.
+    kind : tuple
+        The base kernel's Numba token (``BaseKernel.numba_kind``).
+    params : ndarray
+        The base kernel's parameters for Numba (``BaseKernel.numba_params``).
     options : dict
         Integers and flags of the kernel: ``n_draw``, ``tile``, ``scale_q`` (BLAS path),
         ``cross`` (quadratic forms).
@@ -92,14 +94,14 @@ class Operands:
     a: np.ndarray
     isotropic: bool
     trace_a: float
-    c2: float
-    beta: float
+    kind: tuple
+    params: np.ndarray
     options: dict
 
     def __reduce__(self):
         # Rebuilt on each worker through ``_aligned_operands`` (see there).
         return _aligned_operands, (self.kernel, self.arrays, self.a, self.isotropic,
-                                   self.trace_a, self.c2, self.beta, self.options)
+                                   self.trace_a, self.kind, self.params, self.options)
 
 
 def _aligned(array):
@@ -109,7 +111,7 @@ def _aligned(array):
     return array
 
 
-def _aligned_operands(kernel, arrays, a, isotropic, trace_a, c2, beta, options):
+def _aligned_operands(kernel, arrays, a, isotropic, trace_a, kind, params, options):
     """Operands with every array aligned: runs once per worker, when the scatter arrives.
 
     distributed may hand over an array at any byte offset of its network buffer (seen:
@@ -118,7 +120,8 @@ def _aligned_operands(kernel, arrays, a, isotropic, trace_a, c2, beta, options):
     d = 10) and gives Numba a new signature to compile. Costs one copy of such arrays.
     """
     return Operands(kernel=kernel, arrays={name: _aligned(value) for name, value in arrays.items()},
-                    a=_aligned(a), isotropic=isotropic, trace_a=trace_a, c2=c2, beta=beta,
+                    a=_aligned(a), isotropic=isotropic, trace_a=trace_a, kind=kind,
+                    params=_aligned(params),
                     options=options)
 
 
@@ -134,26 +137,26 @@ def _kernel_call(ops, lo, hi):
     if ops.kernel == "fused":
         shape = arr["draws_t"].shape[0], arr["draws_t"].shape[2]
         row_same, row_all = np.empty(shape), np.empty(shape)
-        _kernels.lower_row_sums(arr["draws_t"], arr["scores_t"], ops.a, ops.isotropic, ops.c2,
-                                ops.beta, ops.trace_a, row_same, row_all, lo, hi)
+        _kernels.lower_row_sums(arr["draws_t"], arr["scores_t"], ops.a, ops.isotropic, ops.kind,
+                                ops.params, ops.trace_a, row_same, row_all, lo, hi)
         return row_same[:, lo:hi].copy(), row_all[:, lo:hi].copy()
     if ops.kernel == "gemm":
         tile = opts["tile"]
         shape = arr["panels"].shape[2], arr["panels"].shape[0] * tile
         row_same, row_all = np.empty(shape), np.empty(shape)
         _kernels.lower_row_sums_gemm(arr["panels"], arr["norm_q"], arr["norm_a2"], arr["ys"],
-                                     opts["n_draw"], ops.isotropic, opts["scale_q"], ops.c2,
-                                     ops.beta, ops.trace_a, row_same, row_all, lo, hi)
+                                     opts["n_draw"], ops.isotropic, opts["scale_q"], ops.kind,
+                                     ops.params, ops.trace_a, row_same, row_all, lo, hi)
         return row_same[:, lo * tile : hi * tile].copy(), row_all[:, lo * tile : hi * tile].copy()
     if ops.kernel == "same_chain":
         row_same = np.empty((arr["draws_t"].shape[0], arr["draws_t"].shape[2]))
         _kernels.same_chain_row_sums(arr["draws_t"], arr["scores_t"], ops.a, ops.isotropic,
-                                     ops.c2, ops.beta, ops.trace_a, row_same, lo, hi)
+                                     ops.kind, ops.params, ops.trace_a, row_same, lo, hi)
         return row_same[lo:hi].copy()
     if ops.kernel == "quadratic":
         out = np.empty((hi - lo, 2, arr["weights"].shape[1]))
-        stein_quadratic_forms(arr["draws_t"], arr["scores_t"], ops.a, ops.isotropic, ops.c2,
-                              ops.beta, ops.trace_a, arr["weights"], arr["tile_start"][lo:hi],
+        stein_quadratic_forms(arr["draws_t"], arr["scores_t"], ops.a, ops.isotropic, ops.kind,
+                              ops.params, ops.trace_a, arr["weights"], arr["tile_start"][lo:hi],
                               arr["tile_stop"][lo:hi], arr["tile_chain_start"][lo:hi],
                               opts["cross"], out)
         return out
@@ -276,16 +279,18 @@ class DaskBackend:
                 bar.close()
 
     @staticmethod
-    def _operands(kernel, arrays, pre, c2, beta, **options):
+    def _operands(kernel, arrays, pre, base, **options):
         return Operands(kernel=kernel, arrays=arrays, a=np.asarray(pre.a, dtype=np.float64),
                         isotropic=bool(pre.isotropic), trace_a=float(pre.trace_a),
-                        c2=float(c2), beta=float(beta), options=options)
+                        kind=base.numba_kind,
+                        params=np.asarray(base.numba_params, dtype=np.float64),
+                        options=options)
 
-    def row_sums_fused(self, draws, scores, pre, c2, beta, progress=None):
+    def row_sums_fused(self, draws, scores, pre, base, progress=None):
         """``_engine._row_sums_fused`` on the workers: blocks of draw indices."""
         n_chain, n_draw, d = draws.shape
         draws_t, scores_t = _engine._transposed(pre, draws, scores)
-        ops = self._operands("fused", {"draws_t": draws_t, "scores_t": scores_t}, pre, c2, beta)
+        ops = self._operands("fused", {"draws_t": draws_t, "scores_t": scores_t}, pre, base)
         del draws_t, scores_t
         row_same = np.empty((n_chain, n_draw))
         row_all = np.empty((n_chain, n_draw))
@@ -299,7 +304,7 @@ class DaskBackend:
         self._run(ops, costs, 8 * d + 20, place, progress)
         return row_same, row_all
 
-    def row_sums_gemm(self, draws, scores, pre, c2, beta, progress=None, tile_rows=None):
+    def row_sums_gemm(self, draws, scores, pre, base, progress=None, tile_rows=None):
         """``_engine._row_sums_gemm`` on the workers: blocks of row tiles."""
         n_chain, n_draw, d = draws.shape
         layout = _engine.gemm_panels(draws, scores, pre, tile_rows)
@@ -308,7 +313,7 @@ class DaskBackend:
             "gemm",
             {"panels": layout.panels, "norm_q": layout.norm_q, "norm_a2": layout.norm_a2,
              "ys": layout.ys},
-            pre, c2, beta, n_draw=n_draw, tile=tile, scale_q=layout.scale_q,
+            pre, base, n_draw=n_draw, tile=tile, scale_q=layout.scale_q,
         )
         del layout
         row_same = np.empty((n_chain, n_tiles * tile))
@@ -322,12 +327,12 @@ class DaskBackend:
         self._run(ops, costs, 8 * d + 20, place, progress)
         return row_same[:, :n_draw], row_all[:, :n_draw]
 
-    def same_chain_sums(self, draws, scores, pre, c2, beta):
+    def same_chain_sums(self, draws, scores, pre, base):
         """``_engine._same_chain_sums`` on the workers: blocks of chains."""
         n_chain, n_draw, d = draws.shape
         draws_t, scores_t = _engine._transposed(pre, draws, scores)
         ops = self._operands("same_chain", {"draws_t": draws_t, "scores_t": scores_t}, pre,
-                             c2, beta)
+                             base)
         del draws_t, scores_t
         row_same = np.empty((n_chain, n_draw))
 
@@ -338,7 +343,7 @@ class DaskBackend:
         self._run(ops, costs, 8 * d + 20, place, progress=False)
         return row_same
 
-    def quadratic_form_tiles(self, draws_t, scores_t, pre, c2, beta, weights, tile_start,
+    def quadratic_form_tiles(self, draws_t, scores_t, pre, base, weights, tile_start,
                              tile_stop, tile_chain_start, cross):
         """``_multi_products.stein_quadratic_forms`` on the workers: blocks of row tiles.
 
@@ -352,7 +357,7 @@ class DaskBackend:
             {"draws_t": draws_t, "scores_t": scores_t, "weights": weights,
              "tile_start": tile_start, "tile_stop": tile_stop,
              "tile_chain_start": tile_chain_start},
-            pre, c2, beta, cross=bool(cross),
+            pre, base, cross=bool(cross),
         )
         out = np.empty((n_tiles, 2, n_rhs))
 
