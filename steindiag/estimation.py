@@ -24,6 +24,7 @@ from steindiag._engine import stein_row_sums
 from steindiag._preconditioner import make_preconditioner
 from steindiag._stein_products import KernelPoints
 from steindiag._validate import check_kernel_args
+from steindiag.kernels import IMQ
 
 __all__ = ["min_ksd_fit", "MinKSDFit"]
 
@@ -174,7 +175,7 @@ class _Objective:
 
     def value(self, scores):
         """KSD^2_U and KSD (sqrt of the V-statistic) for (n, d) scores in x-space."""
-        sums = stein_row_sums(self.x[None], scores[None], c=self.c, beta=self.beta,
+        sums = stein_row_sums(self.x[None], scores[None], kernel=IMQ(c=self.c, beta=self.beta),
                               preconditioner=self.pre)
         off = 2.0 * float(sums.row_all.sum())
         diagonal = float(sums.diagonal.sum())
@@ -230,7 +231,8 @@ class _Objective:
             for sign in (1.0, -1.0):
                 shifted = theta.copy()
                 shifted[a] += sign * step
-                points = KernelPoints(self.x, self.scores(shifted), self.pre, self.c, self.beta)
+                points = KernelPoints(self.x, self.scores(shifted), self.pre,
+                                      IMQ(c=self.c, beta=self.beta))
                 rows.append(points.matvec(np.ones(self.n)) - points.diagonal)
             out[:, a] = (rows[0] - rows[1]) / (2.0 * step)
         return out

@@ -24,6 +24,7 @@ from steindiag._ksd import _is_labelled, prepare_input
 from steindiag._preconditioner import make_preconditioner
 from steindiag._progress import make_progress
 from steindiag._validate import evaluate_score_callable
+from steindiag.kernels import IMQ
 
 __all__ = ["stein_variational", "SteinVariational"]
 
@@ -189,7 +190,7 @@ def _check_step(values, what, step):
 
 def _ksd_at(draws, scores, pre):
     """Pooled KSD (sqrt of the V-statistic) and its i.i.d. floor for (N, d) points."""
-    sums = stein_row_sums(draws[None], scores[None], c=1.0, beta=-0.5, preconditioner=pre)
+    sums = stein_row_sums(draws[None], scores[None], kernel=IMQ(), preconditioner=pre)
     n = draws.shape[0]
     diagonal = float(sums.diagonal.sum())
     total = 2.0 * float(sums.row_all.sum()) + diagonal
