@@ -60,11 +60,11 @@ def main():
     print("Target N(0, I_3); samples: k^3 grid points of spacing 3 (drifting away);")
     print("KSD (V-statistic) with A = I for each base kernel.\n")
     header = ["k", "N", "mean |x|^2", "share |x| > 5", *KERNELS.values()]
-    print("".join(h.rjust(13) for h in header))
+    print("".join(h.rjust(15) for h in header))
     for r in rows:
         cells = [f"{r['k']:d}", f"{r['N']:,}", f"{r['mean |x|^2']:.0f}",
                  f"{r['share |x| > 5']:.2f}", *(f"{r[name]:.4f}" for name in KERNELS)]
-        print("".join(c.rjust(13) for c in cells))
+        print("".join(c.rjust(15) for c in cells))
     print(
         "\nThe samples escape to infinity, yet the Gaussian and Matern KSDs fall like k^(-1/2)"
         "\n(they would reach 0); the IMQ KSD grows, as it must for samples that do not converge."

@@ -45,15 +45,36 @@ class BaseKernel:
     @property
     def numba_params(self):
         """float64 parameter array for the Numba layer (empty if none)."""
+        return self._numba_params()
+
+    def _numba_params(self):
         return np.empty(0)
 
-    def parameters(self):
-        """The kernel's own parameters, {name: float} (empty if none)."""
+    def _parameters(self):
         return {}
 
+    def _profile(self, t):
+        raise NotImplementedError
+
+    def parameters(self):
+        """The kernel's own parameters.
+
+        Returns
+        -------
+        dict
+            {name: float}; empty for the kernels without parameters of their own.
+        """
+        return self._parameters()
+
     def attrs(self):
-        """Labels for results: ``kernel`` (the label, accepted back by ``kernel=``), formula,
-        parameters."""
+        """Labels for results.
+
+        Returns
+        -------
+        dict
+            ``kernel`` (the label, accepted back by ``kernel=``), ``kernel_formula`` and
+            the kernel's parameters.
+        """
         return {
             "kernel": self.label,
             "kernel_formula": (f"{self.label} base kernel k(x, y) = {self.formula}, "
@@ -62,13 +83,31 @@ class BaseKernel:
         }
 
     def describe(self):
-        """Short text for titles: label and parameters."""
+        """Short text for titles.
+
+        Returns
+        -------
+        str
+            The label and the parameters, e.g. "IMQ (c = 1, beta = -0.5)".
+        """
         params = ", ".join(f"{key} = {value:g}" for key, value in self.parameters().items())
         return f"{self.label}" + (f" ({params})" if params else "")
 
     def profile(self, t):
-        """(f(t), f'(t), t f''(t)) as arrays; t f'' stays finite at t = 0 for every kernel."""
-        raise NotImplementedError
+        """The profile f of k(x, y) = f(t) and its derivatives.
+
+        Parameters
+        ----------
+        t : array_like
+            Preconditioned squared distances t = (x - y)^T A (x - y) >= 0.
+
+        Returns
+        -------
+        (f, f_prime, t_f_second) : tuple of ndarray
+            f(t), f'(t) and t f''(t); t f''(t) is finite at t = 0 for every kernel (the
+            Matern 3/2 f'' itself grows like 1 / sqrt(t)).
+        """
+        return self._profile(t)
 
     @property
     def value_at_zero(self):
@@ -77,7 +116,7 @@ class BaseKernel:
 
     @property
     def slope_at_zero(self):
-        """f'(0); k_p(x, x) = -2 f'(0) tr A + f(0) |s(x)|^2."""
+        """f'(0); k_p(x, x) = -2 f'(0) tr A + f(0) ``|s(x)|^2``."""
         return float(self.profile(np.zeros(1))[1][0])
 
 
@@ -98,7 +137,7 @@ class IMQ(BaseKernel):
     Notes
     -----
     t = (x - y)^T A (x - y) with A = Lambda^-1 from the preconditioner. The Stein kernel
-    and its diagonal, k_p(x, x) = -2 beta c^(2 beta - 2) tr(A) + c^(2 beta) |s(x)|^2, are
+    and its diagonal, k_p(x, x) = -2 beta c^(2 beta - 2) tr(A) + c^(2 beta) ``|s(x)|^2``, are
     on the Background page of the docs.
 
     References
@@ -126,14 +165,13 @@ class IMQ(BaseKernel):
         object.__setattr__(self, "c", c)
         object.__setattr__(self, "beta", beta)
 
-    @property
-    def numba_params(self):
+    def _numba_params(self):
         return np.array([self.c**2, self.beta])
 
-    def parameters(self):
+    def _parameters(self):
         return {"c": self.c, "beta": self.beta}
 
-    def profile(self, t):
+    def _profile(self, t):
         t = np.asarray(t, dtype=float)
         q = self.c**2 + t
         beta = self.beta
@@ -150,7 +188,7 @@ class Gaussian(BaseKernel):
 
     Notes
     -----
-    f' = -f / 2, f'' = f / 4; k_p(x, x) = tr(A) + |s(x)|^2.
+    f' = -f / 2, f'' = f / 4; k_p(x, x) = tr(A) + ``|s(x)|^2``.
 
     Examples
     --------
@@ -165,7 +203,7 @@ class Gaussian(BaseKernel):
     kind: ClassVar[int] = _stein.GAUSSIAN
     formula: ClassVar[str] = "exp(-t/2)"
 
-    def profile(self, t):
+    def _profile(self, t):
         t = np.asarray(t, dtype=float)
         f = np.exp(-0.5 * t)
         return f, -0.5 * f, 0.25 * t * f
@@ -182,7 +220,7 @@ class Matern32(BaseKernel):
     -----
     f' = -3/2 exp(-sqrt(3) r), f'' = 3 sqrt(3) / (4 r) exp(-sqrt(3) r): f'' is infinite at
     r = 0 but f'' u^T A^2 u <= 3 sqrt(3) / 4 tr(A) r exp(-sqrt(3) r) goes to 0, and
-    k_p(x, x) = 3 tr(A) + |s(x)|^2 (Background page).
+    k_p(x, x) = 3 tr(A) + ``|s(x)|^2`` (Background page).
 
     Examples
     --------
@@ -197,7 +235,7 @@ class Matern32(BaseKernel):
     kind: ClassVar[int] = _stein.MATERN32
     formula: ClassVar[str] = "(1 + sqrt(3 t)) exp(-sqrt(3 t))"
 
-    def profile(self, t):
+    def _profile(self, t):
         t = np.asarray(t, dtype=float)
         r = np.sqrt(t)
         e = np.exp(-_SQRT3 * r)
@@ -215,7 +253,7 @@ class Matern52(BaseKernel):
     Notes
     -----
     f' = -5/6 (1 + sqrt(5) r) exp(-sqrt(5) r), f'' = 25/12 exp(-sqrt(5) r);
-    k_p(x, x) = 5/3 tr(A) + |s(x)|^2 (Background page).
+    k_p(x, x) = 5/3 tr(A) + ``|s(x)|^2`` (Background page).
 
     Examples
     --------
@@ -230,7 +268,7 @@ class Matern52(BaseKernel):
     kind: ClassVar[int] = _stein.MATERN52
     formula: ClassVar[str] = "(1 + sqrt(5 t) + 5 t / 3) exp(-sqrt(5 t))"
 
-    def profile(self, t):
+    def _profile(self, t):
         t = np.asarray(t, dtype=float)
         r = np.sqrt(t)
         e = np.exp(-_SQRT5 * r)
