@@ -21,13 +21,12 @@ import xarray as xr
 from steindiag._autocorrelation import integrated_autocorrelation_time
 from steindiag._multi_products import base_kernel_unit_sums
 from steindiag._preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_kernel_args, check_rng
+from steindiag._validate import check_rng
 from steindiag.inputs import is_labelled, read_input
-from steindiag.kernels import IMQ
+from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
 
-_BASE_KERNEL_DOC = "IMQ, k(x, y) = (c^2 + (x-y)^T A (x-y))^beta, A = Lambda^-1"
 # Automatic block length: this many integrated autocorrelation times (see ``mmd`` Notes).
 _BLOCK_PER_TAU = 5.0
 # Fewer blocks than this per chain: the permutation p-value is coarse or unreliable, warn.
@@ -193,8 +192,8 @@ def _auto_block_length(draws_list):
 
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
-        c=1.0, beta=-0.5, preconditioner="standardize", group="posterior", var_names=None,
-        coords=None, sample_dims=None):
+        kernel="imq", c=None, beta=None, preconditioner="standardize", group="posterior",
+        var_names=None, coords=None, sample_dims=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -223,10 +222,14 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         would need 6.4 GB.
     rng : int, numpy.random.Generator or None
         Source of the permutations (``numpy.random.default_rng(rng)``).
-    c : float, default 1.0
-        IMQ offset, c > 0.
-    beta : float, default -0.5
-        IMQ exponent, -1 < beta < 0.
+    kernel : {"imq", "gaussian", "matern32", "matern52"} or kernel object, default "imq"
+        The base kernel k, as in :func:`steindiag.ksd` (here k itself, not a Stein
+        kernel: MMD needs no score). All four are characteristic on R^d, so MMD is 0 only
+        for equal distributions.
+    c : float, optional
+        IMQ offset, c > 0 (default 1.0). Only with ``kernel="imq"``.
+    beta : float, optional
+        IMQ exponent, -1 < beta < 0 (default -0.5). Only with ``kernel="imq"``.
     preconditioner : str or array_like, default "standardize"
         As in :func:`steindiag.ksd`: ``"standardize"``, ``"identity"``, ``"med"``,
         ``"sclmed"``, ``"smpcov"``, or Lambda as an array; fixed once from all draws
@@ -314,7 +317,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     (True, True)
     """
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
-    c, beta = check_kernel_args(c, beta)
+    kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims)
     draws = prepared.draws
@@ -371,16 +374,16 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
             "are less autocorrelated than estimated.",
             UserWarning, stacklevel=2,
         )
-    G = unit_kernel_sums(pooled, unit_start, pre, IMQ(c=c, beta=beta))
+    G = unit_kernel_sums(pooled, unit_start, pre, kernel)
     sizes = np.diff(unit_start).astype(np.float64)
     test_sums, test_counts = _test_pairs(G, sizes, unit_chain)
 
     attrs = {
-        "kernel": "IMQ",
-        "kernel_formula": _BASE_KERNEL_DOC,
+        "kernel": kernel.label,
+        "kernel_formula": (f"{kernel.label} base kernel k(x, y) = {kernel.formula}, "
+                           "t = (x-y)^T A (x-y), A = Lambda^-1"),
         "estimator": "unbiased MMD^2 (U-statistic)",
-        "c": c,
-        "beta": beta,
+        **kernel.parameters(),
         **pre.attrs(),
         "n_parameter": d,
         "parameters": list(prepared.parameter),

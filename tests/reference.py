@@ -214,11 +214,14 @@ def imq_base_kernel_matrix(x, y, A, c=1.0, beta=-0.5):
     return (c**2 + np.einsum("nmk,kl,nml->nm", u, A, u)) ** beta
 
 
-def mmd2_u(x, y, A, c=1.0, beta=-0.5):
+def mmd2_u(x, y, A, c=1.0, beta=-0.5, kernel="imq"):
     """Unbiased MMD^2 between samples x (m, d) and y (n, d), self-pairs left out."""
-    kxx = imq_base_kernel_matrix(x, x, A, c, beta)
-    kyy = imq_base_kernel_matrix(y, y, A, c, beta)
-    kxy = imq_base_kernel_matrix(x, y, A, c, beta)
+    if kernel == "imq":
+        kxx = imq_base_kernel_matrix(x, x, A, c, beta)
+        kyy = imq_base_kernel_matrix(y, y, A, c, beta)
+        kxy = imq_base_kernel_matrix(x, y, A, c, beta)
+    else:
+        kxx, kyy, kxy = (base_kernel_matrix(a, b, A, kernel) for a, b in ((x, x), (y, y), (x, y)))
     m, n = len(x), len(y)
     return ((kxx.sum() - np.trace(kxx)) / (m * (m - 1))
             + (kyy.sum() - np.trace(kyy)) / (n * (n - 1)) - 2.0 * kxy.mean())
