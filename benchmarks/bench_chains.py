@@ -4,7 +4,7 @@ emcee's 32-64 walkers, or thousands of parallel JAX chains, give many chains of 
 draws. The pooled pass costs N^2 / 2 pairs however the draws are split; this script
 checks that the time does not depend on the split. For each split it times the engine
 as shipped ("now") and with the many-chains layout switched off ("per-chain": the
-layout used below ``_engine._MANY_CHAINS`` chains), in the same process, alternating,
+layout used below ``engine.local._MANY_CHAINS`` chains), in the same process, alternating,
 and reports medians and the largest relative difference of the row sums.
 
 Run:  python benchmarks/bench_chains.py [--n 24000] [--repeats 3]
@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-import steindiag._engine as engine
-from steindiag._engine import stein_row_sums
-from steindiag._preconditioner import make_preconditioner
+import steindiag.engine.local as engine
+from steindiag.engine.local import stein_row_sums
+from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
 
 SHIPPED = dict(engine._MANY_CHAINS)

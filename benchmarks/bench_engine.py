@@ -26,7 +26,7 @@ import numba
 import numpy as np
 
 import steindiag
-from steindiag._engine import _FUSED_MAX_D
+from steindiag.engine.local import _FUSED_MAX_D
 
 ROOT = Path(__file__).resolve().parent
 

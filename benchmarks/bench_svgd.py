@@ -15,7 +15,7 @@ import time
 import numba
 import numpy as np
 
-from steindiag import _svgd_kernels
+from steindiag.engine import svgd as _svgd_kernels
 from steindiag.variational import stein_variational
 
 

@@ -31,8 +31,9 @@ import numba
 import numpy as np
 
 import steindiag
-from steindiag import _stein_products, gof
-from steindiag._preconditioner import make_preconditioner
+from steindiag import gof
+from steindiag.engine import products as _stein_products
+from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
 
 

@@ -3,15 +3,15 @@
 Data flow: input (arrays | DataArray | InferenceData | DataTree | Dataset) ->
 ``steindiag.inputs`` (every argument checked, draws read) -> one preconditioner fixed
 from the pooled draws -> scores -> ``SteinInput`` (draws, scores as (chain, draw, d)
-in the unconstrained space) -> ``_engine.stein_row_sums`` (one O(N^2 d) pass) ->
+in the unconstrained space) -> ``engine.local.stein_row_sums`` (one O(N^2 d) pass) ->
 labelled ``xarray.Dataset``.
 """
 
 import numpy as np
 import xarray as xr
 
-from steindiag._engine import METHODS, stein_row_sums
-from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag.engine.local import METHODS, stein_row_sums
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_method
 from steindiag.engine import resolve_backend
 from steindiag.inputs import read_input

@@ -5,7 +5,7 @@ discrepancies are blind to (chains stuck in different, well separated modes).
 
 Data flow: input -> draws (chain, draw, d) -> one preconditioner from all draws ->
 contiguous blocks of draws ("units") -> one tiled pass
-``_multi_products.base_kernel_unit_sums`` giving the kernel sums between every pair of
+``engine.multi_products.base_kernel_unit_sums`` giving the kernel sums between every pair of
 units -> MMD^2 of every pair of chains (or of the two samples) and block-permutation
 p-values, both from the U x U sums alone -> a labelled ``xarray.DataArray`` (the p-values
 as its ``pvalue`` coordinate).
@@ -18,9 +18,9 @@ import numba as nb
 import numpy as np
 import xarray as xr
 
-from steindiag._autocorrelation import integrated_autocorrelation_time
-from steindiag._multi_products import base_kernel_unit_sums
-from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.engine.multi_products import base_kernel_unit_sums
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
 from steindiag.inputs import is_labelled, read_input
 from steindiag.kernels import make_kernel

@@ -5,8 +5,8 @@ Data flow: data (n, d) + score_fn(x, theta) -> one preconditioner fixed from the
 
 - linear scores s_theta(x) = A(x) theta + b(x): the sums Q, v of the quadratic
   KSD^2_U(theta) = theta^T Q theta + 2 v^T theta + const from one pass of
-  ``_svgd_kernels.kernel_vector_sums`` (IMQ), and theta = -Q^-1 v; or
-- scipy.optimize.minimize on KSD^2_U (``_engine.stein_row_sums``) with its gradient
+  ``engine.svgd.kernel_vector_sums`` (IMQ), and theta = -Q^-1 v; or
+- scipy.optimize.minimize on KSD^2_U (``engine.local.stein_row_sums``) with its gradient
   (``kernel_vector_sums`` and the score's derivative in theta);
 
 -> standard errors from the Hoeffding projection of the gradient (``KernelPoints``
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from steindiag import _svgd_kernels
-from steindiag._engine import stein_row_sums
-from steindiag._preconditioner import make_preconditioner
-from steindiag._stein_products import KernelPoints
+from steindiag.engine import svgd as _svgd_kernels
+from steindiag.engine.local import stein_row_sums
+from steindiag.kernels.preconditioner import make_preconditioner
+from steindiag.engine.products import KernelPoints
 from steindiag._validate import check_kernel_args
 from steindiag.kernels import IMQ
 

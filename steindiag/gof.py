@@ -2,7 +2,7 @@
 
 Data flow: input -> ``SteinInput`` (as ``ksd``) -> one preconditioner from the pooled
 draws -> bootstrap weights W (N, 1 + B), column 0 all ones -> one tiled pass
-``_multi_products.stein_quadratic_forms`` giving w^T K_p w for every column, per chain
+``engine.multi_products.stein_quadratic_forms`` giving w^T K_p w for every column, per chain
 and pooled -> statistics, p-values -> labelled ``xarray.Dataset``.
 """
 
@@ -17,14 +17,14 @@ import scipy.linalg.cython_blas  # noqa: F401
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from steindiag._autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
-from steindiag._multi_products import (
+from steindiag.engine.multi_products import (
     QUADRATIC_TILE_ROWS,
     stein_matmat,
     stein_quadratic_forms,
 )
-from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
 from steindiag.inputs import is_labelled, read_input
 from steindiag.inputs._arrays import array_sample_dims

@@ -1,7 +1,7 @@
 """Greedy Stein thinning (see the docs' background page), plain and regularised.
 
 Data flow: input -> ``steindiag.inputs.read_input`` (every argument checked, draws read)
--> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints`` -> ``_stein_products.greedy_thinning`` (one kernel
+-> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints`` -> ``engine.products.greedy_thinning`` (one kernel
 row per selected point, O(N) memory) -> the selected draws of the input, in the
 input's own type, with the selected (chain, draw) recorded and the KSD of the result.
 """
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from steindiag import _stein_products
-from steindiag._engine import stein_row_sums
+from steindiag.engine import products as _stein_products
+from steindiag.engine.local import stein_row_sums
 from steindiag._ksd import kernel_attrs
-from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
 from steindiag.inputs._functions import check_log_density

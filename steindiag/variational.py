@@ -4,8 +4,8 @@ Data flow: input (arrays | InferenceData | DataTree | Dataset) -> ``SteinInput``
 (``steindiag.inputs``: draws in the space where the score is defined, for a PyMC model
 the unconstrained one) -> optional per-coordinate standardisation fixed from the initial
 draws -> repeat: score at the particles (PyMC batched graph or the callable), median
-bandwidth, ``_svgd_kernels.kernel_vector_sums`` (O(N^2 d), O(N d) memory), AdaGrad step,
-KSD of the particles (``_engine.stein_row_sums``) -> the moved draws in the input's
+bandwidth, ``engine.svgd.kernel_vector_sums`` (O(N^2 d), O(N d) memory), AdaGrad step,
+KSD of the particles (``engine.local.stein_row_sums``) -> the moved draws in the input's
 type, with the KSD of every step, as a :class:`SteinVariational`.
 """
 
@@ -18,10 +18,10 @@ import numba as nb
 import numpy as np
 import xarray as xr
 
-from steindiag import _svgd_kernels
-from steindiag._engine import stein_row_sums
-from steindiag._preconditioner import make_preconditioner
-from steindiag._progress import make_progress
+from steindiag.engine import svgd as _svgd_kernels
+from steindiag.engine.local import stein_row_sums
+from steindiag.kernels.preconditioner import make_preconditioner
+from steindiag.engine.progress import make_progress
 from steindiag.inputs import is_labelled, read_input, score_function
 from steindiag.kernels import IMQ
 

@@ -15,16 +15,16 @@ import numba
 import numpy as np
 import xarray as xr
 
-from steindiag import _stein_products
-from steindiag._active_set import (
+from steindiag.engine import products as _stein_products
+from steindiag.methods.active_set import (
     dummy_kernel,
     lawson_hanson,
     matrix_free_kernel,
     pivoted_cholesky,
 )
 from steindiag._ksd import kernel_attrs
-from steindiag._progress import make_progress
-from steindiag._preconditioner import check_preconditioner, make_preconditioner
+from steindiag.engine.progress import make_progress
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_method
 from steindiag.inputs import is_labelled, read_input
 from steindiag.kernels import make_kernel

@@ -20,7 +20,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 import steindiag  # noqa: E402
-from steindiag._engine import _MANY_CHAINS  # noqa: E402
+from steindiag.engine.local import _MANY_CHAINS  # noqa: E402
 from steindiag.engine import resolve_backend  # noqa: E402
 from steindiag.kernels import IMQ  # noqa: E402
 
@@ -85,8 +85,8 @@ def test_gemm_non_isotropic_and_tiles_match_local_engine(client, preconditioner)
     x, s = _draws(2, 400, 6, seed=1)
     options = dict(score=s, method="gemm", preconditioner=preconditioner)
     local = steindiag.ksd_path(x, **options)
-    from steindiag._engine import stein_row_sums
-    from steindiag._preconditioner import make_preconditioner
+    from steindiag.engine.local import stein_row_sums
+    from steindiag.kernels.preconditioner import make_preconditioner
 
     pre = make_preconditioner(preconditioner, x.reshape(-1, 6), list(range(6)))
     backend = resolve_backend(client)
@@ -136,7 +136,7 @@ def test_ksd_test_products_match_reference(client):
     # Truth: w^T K_p w from the explicit matrix of reference.py (pooled: all points; per
     # chain: that chain's block), for the all-ones column (the statistic) and random ones.
     from steindiag import gof
-    from steindiag._preconditioner import make_preconditioner
+    from steindiag.kernels.preconditioner import make_preconditioner
 
     rng = np.random.default_rng(4)
     x, s = _draws(3, 60, 2, seed=4)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from reference import imq_stein_kernel_matrix, reference_ksd
 
 import steindiag
-from steindiag._engine import _MANY_CHAINS, stein_row_sums
-from steindiag._preconditioner import make_preconditioner
+from steindiag.engine.local import _MANY_CHAINS, stein_row_sums
+from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
 
 RTOL = 1e-10  # the bar for every fast path vs the reference
@@ -90,7 +90,7 @@ def test_repeated_draws_far_from_the_centre_match_reference(
     # 1e6 with A = I: |x_i|^2 + |x_j|^2 - 2 x_i.x_j loses all digits of |x_i - x_j|^2
     # for the repeated pairs, which the BLAS path must then compute exactly. Small tiles,
     # so that repeated pairs fall both inside a tile and across tiles.
-    from steindiag import _engine as engine
+    from steindiag.engine import local as engine
 
     monkeypatch.setattr(engine, "_GEMM_TILE_ROWS", 16)
     rng = np.random.default_rng(40 + d)
@@ -372,7 +372,7 @@ def test_result_labels_and_attrs():
 
 @pytest.mark.parametrize("method", ["fused", "gemm"])
 def test_chunked_pass_equals_single_pass(method, monkeypatch):
-    import steindiag._engine as engine
+    import steindiag.engine.local as engine
 
     x, s = _target_draws(np.random.default_rng(16), 3, 300, 30)
     whole = steindiag.ksd_path(x, score=s, method="fused")
@@ -400,7 +400,7 @@ def test_chunked_pass_equals_single_pass(method, monkeypatch):
 
 
 def test_interrupt_between_chunks_leaves_no_thread_running(monkeypatch):
-    import steindiag._engine as engine
+    import steindiag.engine.local as engine
 
     x, s = _target_draws(np.random.default_rng(17), 2, 600, 3)
     monkeypatch.setattr(engine, "_CONSERVATIVE_FLOPS", 1.0)
@@ -427,7 +427,7 @@ def test_interrupt_between_chunks_leaves_no_thread_running(monkeypatch):
 
 
 def test_progress_bar_reports_every_pair(monkeypatch):
-    import steindiag._engine as engine
+    import steindiag.engine.local as engine
 
     x, s = _target_draws(np.random.default_rng(18), 2, 500, 2)
     monkeypatch.setattr(engine, "_CONSERVATIVE_FLOPS", 1.0)

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 
 import steindiag
 from steindiag import gof
-from steindiag._autocorrelation import integrated_autocorrelation_time
-from steindiag._preconditioner import make_preconditioner
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
 
 sys.path.insert(0, str(Path(__file__).parent))

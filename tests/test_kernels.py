@@ -33,8 +33,9 @@ from reference import (
 )
 
 import steindiag
-from steindiag import _mmd, _stein_products, gof
-from steindiag._preconditioner import make_preconditioner
+from steindiag import _mmd, gof
+from steindiag.engine import products as _stein_products
+from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ, KERNELS, Gaussian, Matern32, Matern52, make_kernel
 
 matplotlib.use("Agg")

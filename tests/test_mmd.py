@@ -159,7 +159,7 @@ def test_unit_sums_match_reference():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((500, 2))
     starts = np.array([0, 7, 300, 301, 500], dtype=np.int64)
-    pre = steindiag._preconditioner.make_preconditioner("identity", x, ["a", "b"])
+    pre = steindiag.kernels.preconditioner.make_preconditioner("identity", x, ["a", "b"])
     G = _mmd.unit_kernel_sums(x, starts, pre, IMQ())
     K = imq_base_kernel_matrix(x, x, np.eye(2))
     np.fill_diagonal(K, 0.0)
@@ -174,7 +174,7 @@ def test_unit_sums_same_result_on_one_and_two_threads():
 
     x = np.random.default_rng(19).standard_normal((900, 3))
     starts = np.array([0, 100, 450, 451, 900], dtype=np.int64)
-    pre = steindiag._preconditioner.make_preconditioner("identity", x, ["a", "b", "c"])
+    pre = steindiag.kernels.preconditioner.make_preconditioner("identity", x, ["a", "b", "c"])
     full = _mmd.unit_kernel_sums(x, starts, pre, IMQ())
     saved = numba.get_num_threads()
     numba.set_num_threads(1)

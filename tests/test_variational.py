@@ -21,7 +21,7 @@ import pytest
 import xarray as xr
 
 import steindiag
-from steindiag import _svgd_kernels
+from steindiag.engine import svgd as _svgd_kernels
 from steindiag.variational import SteinVariational, median_bandwidth, stein_variational
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import steindiag
-from steindiag import _stein_products
-from steindiag._preconditioner import make_preconditioner
+from steindiag.engine import products as _stein_products
+from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
 from steindiag.kernels import IMQ
 
@@ -311,7 +311,7 @@ def test_weights_reach_the_optimum_of_an_independent_solver(d, n):
 def test_active_set_factor_and_matrix_free_agree_with_the_reference():
     # One parameter: K_p has an exact low-rank factor, so both representations of the
     # active set apply; both must reach the exact optimum of tests/reference.py.
-    from steindiag._active_set import (
+    from steindiag.methods.active_set import (
         dummy_kernel,
         lawson_hanson,
         matrix_free_kernel,

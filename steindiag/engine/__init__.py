@@ -1,7 +1,7 @@
 """Where the Stein-kernel passes run: this process (default) or a cluster.
 
 ``resolve_backend(client)`` turns the public ``client=`` argument into the ``backend``
-of ``steindiag._engine.stein_row_sums`` (None: this process's Numba threads). Cluster
+of ``steindiag.engine.local.stein_row_sums`` (None: this process's Numba threads). Cluster
 engines live in submodules that are imported only when asked for, so that their
 optional dependencies are never needed otherwise: ``steindiag.engine.dask`` (extra
 ``steindiag[dask]``).

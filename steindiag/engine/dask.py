@@ -1,6 +1,6 @@
 """The engine's passes on a dask.distributed cluster (optional extra ``steindiag[dask]``).
 
-Data flow, for one pass of ``steindiag._engine`` (row sums, fused or BLAS path, and the
+Data flow, for one pass of ``steindiag.engine.local`` (row sums, fused or BLAS path, and the
 same-chain pass for many chains) or of the test's quadratic forms:
 
     client: the local engine's preparation (kernel coordinates, centring and BLAS
@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from steindiag import _engine, _kernels
-from steindiag._multi_products import stein_quadratic_forms
-from steindiag._progress import make_progress
+from steindiag.engine import local as _engine
+from steindiag.engine import row_sums as _kernels
+from steindiag.engine.multi_products import stein_quadratic_forms
+from steindiag.engine.progress import make_progress
 
 __all__ = ["DaskBackend"]
 
@@ -73,7 +74,7 @@ class Operands:
         ``"quadratic"``.
     arrays : dict of str to ndarray
         Its array operands: ``draws_t``, ``scores_t`` (chain, d, draw) for the fused
-        loops; ``panels``, ``norm_q``, ``norm_a2``, ``ys`` (``_engine.GemmPanels``) for
+        loops; ``panels``, ``norm_q``, ``norm_a2``, ``ys`` (``engine.local.GemmPanels``) for
         the BLAS path; and for the quadratic forms also ``weights`` (N, B) and the row
         tiles ``tile_start``, ``tile_stop``, ``tile_chain_start``.
     a : ndarray (d,)
@@ -204,7 +205,7 @@ def equal_work_blocks(costs, n_blocks):
 class DaskBackend:
     """Runs the engine's passes on the workers of a ``distributed.Client``.
 
-    The ``backend`` of ``steindiag._engine.stein_row_sums``: ``methods`` and
+    The ``backend`` of ``steindiag.engine.local.stein_row_sums``: ``methods`` and
     ``same_chain_sums`` have the local functions' signatures and results. Build it with
     ``DaskBackend.from_client`` (which validates the client).
 
@@ -287,7 +288,7 @@ class DaskBackend:
                         options=options)
 
     def row_sums_fused(self, draws, scores, pre, base, progress=None):
-        """``_engine._row_sums_fused`` on the workers: blocks of draw indices."""
+        """``engine.local._row_sums_fused`` on the workers: blocks of draw indices."""
         n_chain, n_draw, d = draws.shape
         draws_t, scores_t = _engine._transposed(pre, draws, scores)
         ops = self._operands("fused", {"draws_t": draws_t, "scores_t": scores_t}, pre, base)
@@ -305,7 +306,7 @@ class DaskBackend:
         return row_same, row_all
 
     def row_sums_gemm(self, draws, scores, pre, base, progress=None, tile_rows=None):
-        """``_engine._row_sums_gemm`` on the workers: blocks of row tiles."""
+        """``engine.local._row_sums_gemm`` on the workers: blocks of row tiles."""
         n_chain, n_draw, d = draws.shape
         layout = _engine.gemm_panels(draws, scores, pre, tile_rows)
         tile, n_tiles = layout.tile, layout.n_tiles
@@ -328,7 +329,7 @@ class DaskBackend:
         return row_same[:, :n_draw], row_all[:, :n_draw]
 
     def same_chain_sums(self, draws, scores, pre, base):
-        """``_engine._same_chain_sums`` on the workers: blocks of chains."""
+        """``engine.local._same_chain_sums`` on the workers: blocks of chains."""
         n_chain, n_draw, d = draws.shape
         draws_t, scores_t = _engine._transposed(pre, draws, scores)
         ops = self._operands("same_chain", {"draws_t": draws_t, "scores_t": scores_t}, pre,
@@ -345,7 +346,7 @@ class DaskBackend:
 
     def quadratic_form_tiles(self, draws_t, scores_t, pre, base, weights, tile_start,
                              tile_stop, tile_chain_start, cross):
-        """``_multi_products.stein_quadratic_forms`` on the workers: blocks of row tiles.
+        """``engine.multi_products.stein_quadratic_forms`` on the workers: blocks of row tiles.
 
         Same arguments as the kernel (draws and scores (1, d, N) in kernel coordinates,
         weights (N, B)); returns its ``out`` (n_tiles, 2, B).

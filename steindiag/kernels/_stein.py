@@ -10,7 +10,7 @@ numbers, ``qdist = t``, ``a2dist = u^T A^2 u``, ``uads = u^T A (s(x) - s(y))`` a
 ``ss = s(x).s(y)``; ``stein_value`` turns them into k_p for one kernel. This module
 is the one place where a kernel's formulas are written: adding a kernel is a new
 ``kind``, a branch of ``stein_value`` / ``base_value`` / ``profile_at_zero``, and a
-branch in each of the block dispatchers below (and ``_kernels._tile_pair_sum``).
+branch in each of the block dispatchers below (and ``engine.row_sums._tile_pair_sum``).
 
 Dispatch. A loop over pairs must not test the kernel on every pair (the branch,
 or a ``pow`` if-converted onto every SIMD lane, would cost several times the pair).

@@ -3,7 +3,7 @@
 Nothing here imports xarray or PyMC, and nothing validates input: callers pass
 float64, C-contiguous arrays already in the kernel's coordinates (draws and scores
 after ``Preconditioner.to_kernel_coordinates``, so that A = diag(a)), stored
-transposed as ``(1, d, N)`` like ``steindiag._kernels`` (one "chain" holding all N
+transposed as ``(1, d, N)`` like ``steindiag.engine.row_sums`` (one "chain" holding all N
 points, the innermost loops running over points with unit stride).
 
 What each function costs (N points, d parameters, ~8d + 20 flops per pair):
@@ -24,7 +24,7 @@ how many threads they get (``threads_for``; ``weights._run_frank_wolfe`` times b
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
+from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
 from steindiag.kernels._stein import block_stein_values, kernel_constants
 
 __all__ = [
@@ -66,7 +66,7 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
     Parameters
     ----------
     draws_t, scores_t : float64 (1, d, N), C-contiguous, kernel coordinates
-    a, isotropic, kind, params, trace_a : kernel constants as in ``_kernels.lower_row_sums``
+    a, isotropic, kind, params, trace_a : kernel constants as in ``engine.row_sums.lower_row_sums``
     diagonal : float64 (N,), k_p(x_i, x_i)
     weights : float64 (N,)
     out : float64 (N,), overwritten
@@ -398,7 +398,7 @@ class KernelPoints:
     ----------
     draws, scores : ndarray (N, d)
         Draws and scores in the sampler's space.
-    preconditioner : steindiag._preconditioner.Preconditioner
+    preconditioner : steindiag.kernels.preconditioner.Preconditioner
         Resolved once from the pooled draws.
     kernel : steindiag.kernels.BaseKernel
         The base kernel (validated by the caller).

@@ -2,7 +2,7 @@
 
 Nothing here imports xarray, PyMC or matplotlib, and nothing validates input:
 callers pass float64, C-contiguous arrays that are already in the kernel's
-coordinates (see ``steindiag._engine``).
+coordinates (see ``steindiag.engine.local``).
 
 Coordinates. Every preconditioner is reduced to a *diagonal* matrix
 ``A = diag(a)`` by an orthogonal rotation of draws and scores (which leaves

@@ -1,7 +1,7 @@
 """Array layer of the engine: Stein-kernel row sums for (chain, draw, d) arrays.
 
 Depends only on NumPy, SciPy and the Numba kernels. Two interchangeable paths
-compute the same row sums (see ``steindiag._kernels``):
+compute the same row sums (see ``steindiag.engine.row_sums``):
 
 - ``"fused"``: one Numba loop per pair, SIMD over draws. Fastest for d <= 3.
 - ``"gemm"``: tiles whose dot products come from BLAS matrix products, then a
@@ -26,9 +26,9 @@ import numpy as np
 import scipy.linalg.cython_blas  # noqa: F401
 from threadpoolctl import threadpool_limits
 
-from steindiag import _kernels
-from steindiag._preconditioner import Preconditioner
-from steindiag._progress import make_progress
+from steindiag.engine import row_sums as _kernels
+from steindiag.kernels.preconditioner import Preconditioner
+from steindiag.engine.progress import make_progress
 from steindiag.kernels import BaseKernel
 
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
@@ -153,7 +153,7 @@ def _row_sums_fused(draws, scores, pre, kernel, progress=None):
 
 @dataclass(kw_only=True)
 class GemmPanels:
-    """The BLAS path's layout of draws and scores (see ``_kernels.lower_row_sums_gemm``).
+    """The BLAS path's layout of draws and scores (see ``engine.row_sums.lower_row_sums_gemm``).
 
     Attributes
     ----------

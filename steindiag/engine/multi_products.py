@@ -3,7 +3,7 @@
 Nothing here imports xarray or PyMC, and nothing validates input: callers pass float64,
 C-contiguous arrays already in the kernel's coordinates (after
 ``Preconditioner.to_kernel_coordinates``, so that A = diag(a)), stored transposed as
-``(1, d, N)`` like ``steindiag._kernels`` (one "chain" holding all N points, the
+``(1, d, N)`` like ``steindiag.engine.row_sums`` (one "chain" holding all N points, the
 innermost loops running over points with unit stride).
 
 - ``stein_quadratic_forms``: w_b^T K_p w_b for every column b of an (N, B) matrix W,
@@ -25,7 +25,7 @@ innermost loops running over points with unit stride).
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import _FAST_SUM, _accumulate_block
+from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block
 from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
 
 __all__ = ["stein_matmat", "stein_quadratic_forms", "base_kernel_unit_sums",
@@ -87,7 +87,7 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a
     ----------
     draws_t, scores_t : float64 (1, d, N), C-contiguous, kernel coordinates, chains
         stored one after the other (chain-major).
-    a, isotropic, kind, params, trace_a : kernel constants as in ``_kernels.lower_row_sums``
+    a, isotropic, kind, params, trace_a : kernel constants as in ``engine.row_sums.lower_row_sums``
     weights : float64 (N, B), C-contiguous: the B right-hand sides, each row contiguous.
     tile_start, tile_stop : int64 (n_tiles,)
         Row tiles, in increasing order, none crossing a chain boundary.

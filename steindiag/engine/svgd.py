@@ -42,7 +42,7 @@ N x N kernel matrix is never stored. Time O(N^2 (d + m)).
 import numba as nb
 import numpy as np
 
-from steindiag._kernels import _FAST_SUM
+from steindiag.engine.row_sums import _FAST_SUM
 
 __all__ = ["kernel_vector_sums", "pairwise_squared_distances", "vector_sums_fused",
            "vector_sums_gemm", "RBF", "IMQ",

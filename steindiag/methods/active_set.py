@@ -37,7 +37,7 @@ import numba as nb
 import numpy as np
 
 from steindiag.kernels._stein import stein_pair
-from steindiag._stein_products import _row_block
+from steindiag.engine.products import _row_block
 
 __all__ = ["lawson_hanson", "pivoted_cholesky", "matrix_free_kernel", "dummy_kernel"]
 
@@ -48,7 +48,7 @@ _DEPENDENT = 1e-15
 _CANDIDATES = 128
 # Points added at once (at most; about 1/8 of the support).
 _BLOCK_MAX = 64
-# Points per block of the matrix-free pricing (as in _stein_products).
+# Points per block of the matrix-free pricing (as in steindiag.engine.products).
 _ROW_BLOCK = 256
 
 
@@ -251,7 +251,7 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
     mode : int, 1 (factor ``F``, K ~ F F^T) or 2 (matrix-free, kernel values on demand)
     F : float64 (N, r) or a dummy (1, 1)
     kp : tuple, the kernel for mode 2: (draws_t, scores_t, a, isotropic, kind, params,
-        trace_a, X, S, scale) as in ``_stein_products`` plus X, S (N, d) the kernel
+        trace_a, X, S, scale) as in ``steindiag.engine.products`` plus X, S (N, d) the kernel
         coordinates row-major and the scale K = K_p / scale (``matrix_free_kernel``)
     diagonal : float64 (N,), K_ii (of the representation used)
     tol, floor : stop when every dual r_i <= (tol * f + floor) / 4, f = 1 / sum(u) - 1

@@ -1,0 +1,1 @@
+"""Methods built on the Stein kernel: KSD-optimal weights' solvers (the active set)."""

@@ -1,0 +1,1 @@
+"""NumPy-only statistics: autocorrelation times for the bootstraps and tests."""
