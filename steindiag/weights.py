@@ -452,8 +452,9 @@ def _weights_doc_parameters():
     from steindiag._ksd import _COMMON_PARAMETERS
 
     head, _, _ = _COMMON_PARAMETERS.partition("    method : {")
-    space = "    space :" + _COMMON_PARAMETERS.split("    space :")[1].rstrip()
-    return head.rstrip("\n") + "\n" + space
+    # space= applies; client= does not (the weights' solvers run on this machine).
+    space = "    space :" + _COMMON_PARAMETERS.split("    space :")[1].split("    client :")[0]
+    return head.rstrip("\n") + "\n" + space.rstrip()
 
 
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
