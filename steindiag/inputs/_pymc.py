@@ -481,6 +481,19 @@ def value_inputs(layout, flat_draws):
     return inputs
 
 
+def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode):
+    """[grad log p (N, d), log p (N, 1)] from the one cached, vectorised score graph."""
+    mode = default_compile_mode() if mode is None else mode
+    key = ("score", _layout_key(layout), _mode_key(mode))
+    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
+    n_draws, d = flat_draws.shape
+    inputs = value_inputs(layout, flat_draws)
+    if chunk_size is None:
+        chunk_size = chunk_size_for(model, layout, n_draws)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)
+
+
 def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     """grad log p of ``model.logp(jacobian=True)`` at flat unconstrained draws.
 
@@ -506,15 +519,7 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
     draw and vectorised over a leading draw axis; it is compiled once per model and mode
     and cached. Memory: O(chunk_size * (d + size of the observed data)).
     """
-    mode = default_compile_mode() if mode is None else mode
-    key = ("score", _layout_key(layout), _mode_key(mode))
-    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
-    n_draws, d = flat_draws.shape
-    inputs = value_inputs(layout, flat_draws)
-    if chunk_size is None:
-        chunk_size = chunk_size_for(model, layout, n_draws)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)[0]
+    return _scores_and_log_density(model, layout, flat_draws, chunk_size, mode)[0]
 
 
 def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):
@@ -542,15 +547,7 @@ def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):
     draws, not a Python call per draw. Memory: O(chunk_size * (d + size of the
     observed data)).
     """
-    mode = default_compile_mode() if mode is None else mode
-    key = ("score", _layout_key(layout), _mode_key(mode))
-    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
-    n_draws, d = flat_draws.shape
-    inputs = value_inputs(layout, flat_draws)
-    if chunk_size is None:
-        chunk_size = chunk_size_for(model, layout, n_draws)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)[1][:, 0]
+    return _scores_and_log_density(model, layout, flat_draws, chunk_size, mode)[1][:, 0]
 
 
 def _data_value(variable):
