@@ -577,7 +577,7 @@ def test_pymc_model_weights_and_constrained_summary():
 
 
 def test_frank_wolfe_progress_bar_counts_iterations(monkeypatch):
-    import steindiag.weights as weights_module
+    import steindiag.methods.weights as weights_module
 
     rng = np.random.default_rng(31)
     x = rng.standard_normal((1, 300, 5))

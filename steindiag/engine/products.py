@@ -18,7 +18,7 @@ What each function costs (N points, d parameters, ~8d + 20 flops per pair):
   memory.
 
 The two sequential solvers synchronise their threads twice per step; callers decide
-how many threads they get (``threads_for``; ``weights._run_frank_wolfe`` times both).
+how many threads they get (``threads_for``; ``methods.weights._run_frank_wolfe`` times both).
 """
 
 import numba as nb

@@ -1,0 +1,441 @@
+"""The solvers of the KSD weights QP: exact active set, Frank-Wolfe, piqp; one certificate.
+
+Nothing here reads input or labels output (that is ``steindiag.weights``). Every solver
+takes a ``KernelPoints`` (kernel coordinates of the draws, ``steindiag.engine.products``)
+and returns a ``_Solution`` whose duality gap comes from one exact product K_p w
+(``_certify``), whatever the solver's own records say.
+"""
+
+import os
+import time
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from steindiag.engine import products as _stein_products
+from steindiag.engine.progress import make_progress
+from steindiag.methods.active_set import (
+    dummy_kernel,
+    lawson_hanson,
+    matrix_free_kernel,
+    pivoted_cholesky,
+)
+
+# "auto" uses the exact active set with at most this many parameters (K_p is then
+# numerically low-rank and Frank-Wolfe needs hundreds of iterations per point: measured
+# at N = 3000, d = 3 not converged after 130 N iterations; d = 4: 37 N; d = 10: 5 N),
+# and pairwise Frank-Wolfe above it (the optimum is dense there, which makes the
+# active set cost O(N^3)).
+_LOW_D = 3
+# Bytes per entry of K_p the dense paths hold at their peak. Active set: the Cholesky
+# factor of the support's Gram matrix (at most N x N). piqp: K_p and its own copy, KKT
+# matrix and factor (measured: about 2-3 copies of P).
+_ACTIVE_SET_BYTES_PER_ENTRY = 8
+_DENSE_BYTES_PER_ENTRY = 32
+# Active set: a low-rank factor K_p ~ F F^T is tried first with at most this many
+# columns (cheap: O(N r^2)); when K_p is not numerically of that rank, K_p is evaluated
+# on demand (matrix-free). Points repriced between full pricings: _CANDIDATES.
+_FACTOR_FIRST_RANK = 256
+_CANDIDATES = 128
+# The active set stops (with an error) rather than grow its support beyond this many
+# draws: each step then costs O(k^2) on a k x k factor (measured: k = 5000 at N = 10^4,
+# d = 3 takes 60 s in all; the cost grows like k^3).
+_MAX_SUPPORT = 10_000
+# Rounding floor of the certificate: the duality gap computed from K_p w in float64 is
+# only known to about this many eps * sqrt(N) * max_i k_p(x_i, x_i).
+_FLOOR_EPS = 64.0
+# Frank-Wolfe thread choice (see _run_frank_wolfe): only from this many points, each
+# trial segment about this many kernel evaluations (a few ms), each working segment
+# about this many (about 0.5 s), and a new trial after this many segments.
+_FW_PARALLEL_TRIAL_MIN_N = 8000
+_FW_TRIAL_PAIRS = 4e6
+_FW_SEGMENT_PAIRS = 1e8
+_FW_RETRIAL_SEGMENTS = 8
+# Exact K_p @ w refreshes of the running gradient before giving up on rounding drift.
+_FW_MAX_REFRESH = 3
+_PIQP_EPS = 1e-10
+# Rows of K_p computed at a time for the exact product with sparse weights.
+_ROW_CHUNK = 64
+
+_WEIGHTS_EXTRA = "pip install 'steindiag[weights]'  (or: pip install 'piqp>=0.4')"
+
+
+class SteinWeightsError(RuntimeError):
+    """A weights solver failed or did not reach the requested optimality."""
+
+
+# Public as steindiag.SteinWeightsError / steindiag.weights.SteinWeightsError.
+SteinWeightsError.__module__ = "steindiag.weights"
+
+
+@dataclass(kw_only=True)
+class _Solution:
+    weights: np.ndarray
+    ksd2: float
+    ksd2_uniform: float
+    gap: float
+    floor: float
+    iterations: int
+    converged: bool
+    status: str
+
+
+# -- certificate ------------------------------------------------------------------------
+
+
+def _rounding_floor(points):
+    """What the float64 duality gap cannot resolve: 64 eps sqrt(N) max_i k_p(x_i, x_i)."""
+    return _FLOOR_EPS * np.finfo(np.float64).eps * np.sqrt(points.n) * float(points.diagonal.max())
+
+
+def _product(points, weights):
+    """K_p @ weights, exact: from the support's rows when the weights are sparse."""
+    support = np.flatnonzero(weights)
+    if 2 * support.size >= points.n:
+        return points.matvec(weights)
+    gradient = np.zeros(points.n)
+    for start in range(0, support.size, _ROW_CHUNK):
+        index = support[start : start + _ROW_CHUNK]
+        gradient += weights[index] @ points.rows(index)
+    return gradient
+
+
+def _certify(points, weights):
+    """KSD^2(w), a certified bound on f(w) - f*, and K_p w, from one exact product.
+
+    For any w on the simplex and g = K_p w, f* >= 2 min_i g_i - f(w) (Wolfe dual of the
+    QP). The bound does not trust the solver.
+    """
+    gradient = _product(points, weights)
+    objective = float(weights @ gradient)
+    gap = max(2.0 * (objective - float(gradient.min())), 0.0)
+    return objective, gap, gradient
+
+
+def _relative(gap, objective):
+    return gap / objective if objective > 0 else (0.0 if gap == 0 else np.inf)
+
+
+def _met(gap, objective, tol, floor):
+    """The stopping rule: certified gap <= tol * f(w) + the rounding floor."""
+    return gap <= tol * max(objective, 0.0) + floor
+
+
+# -- solvers ----------------------------------------------------------------------------
+
+
+def _solve_active_set(points, *, tol, max_iter, memory_limit):
+    n = points.n
+    # Scale to an O(1) problem (mean diagonal 1): the optimal weights do not change.
+    scale = float(points.diagonal.mean())
+    diagonal = points.diagonal / scale
+    floor = _rounding_floor(points)
+    rank_tol = 0.25 * floor / scale
+
+    def rows(index):
+        out = points.rows(index)
+        out /= scale
+        return out
+
+    dummy = np.zeros((1, 1))
+    kernel = dummy_kernel()
+    factor, residual = pivoted_cholesky(rows, diagonal, min(n, _FACTOR_FIRST_RANK), rank_tol)
+    if residual.max() <= rank_tol:
+        representation = f"pivoted Cholesky factor of rank {factor.shape[1]}"
+        mode, F = 1, factor
+        gram_diagonal = np.einsum("ij,ij->i", F, F)
+    else:
+        # Kernel values on demand: as fast as a stored K_p (measured at N = 10^4, d = 3:
+        # 63 s both), O(N d) memory plus the support's factor.
+        representation = "matrix-free K_p"
+        del factor
+        mode, F, gram_diagonal = 2, dummy, diagonal
+        kernel = matrix_free_kernel(points, scale)
+    if max_iter is None:
+        max_iter = 20 * n + 1000
+    limit = _available_memory() if memory_limit is None else memory_limit
+    max_support = int(min(n, _MAX_SUPPORT, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
+    u, iterations, finished, _ = lawson_hanson(
+        mode, F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
+        _CANDIDATES, max_support,
+    )
+    del F
+    if not np.any(u > 0):
+        raise SteinWeightsError("stein_weights: the active-set solver returned no weights.")
+    weights = u / u.sum()
+    objective, gap, _ = _certify(points, weights)
+    status = "solved" if finished else (
+        "max_iter" if iterations >= max_iter else "support_limit")
+    if not _met(gap, objective, tol, floor):
+        hint = (f" The optimal weights spread over more than {max_support} draws (the "
+                "limit set by time and memory_limit): thin the draws first (stein_thin, "
+                "e.g. to 5000 points) and weight the thinned sample."
+                if status == "support_limit" else " Increase max_iter or pass a larger tol.")
+        raise SteinWeightsError(
+            f"stein_weights: the active-set solver ({representation}) stopped after "
+            f"{iterations} iterations ({status}) with a certified relative duality gap "
+            f"{_relative(gap, objective):.3g} > tol = {tol:g} (rounding floor "
+            f"{floor:.3g}).{hint}"
+        )
+    return _Solution(weights=weights, ksd2=objective, ksd2_uniform=np.nan, gap=gap,
+                     floor=floor, iterations=int(iterations), converged=True,
+                     status=f"{status} ({representation})")
+
+
+def _import_piqp():
+    try:
+        import piqp
+    except ImportError:
+        raise ImportError(
+            "stein_weights(method='dense') needs the QP solver piqp, which is not installed. "
+            f"Install it with: {_WEIGHTS_EXTRA}; or use method='active-set' or "
+            "'frank-wolfe' (no extra dependency)."
+        ) from None
+    return piqp
+
+
+def _piqp_setup(solver, P, n):
+    cost = np.zeros(n)
+    A = np.ones((1, n))
+    b = np.ones(1)
+    lower = np.zeros(n)
+    try:  # piqp >= 0.6: two-sided inequalities, bounds x_l / x_u
+        solver.setup(P, cost, A, b, None, None, None, x_l=lower)
+    except TypeError:  # piqp 0.4-0.5: setup(P, c, A, b, G, h, x_lb, x_ub)
+        solver.setup(P, cost, A, b, None, None, x_lb=lower)
+
+
+def _solve_dense(points, *, tol, max_iter, memory_limit):
+    n = points.n
+    _check_memory(n, memory_limit, _DENSE_BYTES_PER_ENTRY, "dense")
+    piqp = _import_piqp()
+    matrix = points.matrix()
+    # Scale to an O(1) problem: P = 2 K_p / mean(diag K_p); the optimum does not change.
+    scale = float(points.diagonal.mean())
+    matrix *= 2.0 / scale
+    solver = piqp.DenseSolver()
+    options = {
+        "verbose": False,
+        "eps_abs": _PIQP_EPS,
+        "eps_rel": 0.0,
+        "eps_duality_gap_abs": _PIQP_EPS,
+        "eps_duality_gap_rel": 0.0,
+        "max_iter": int(max_iter) if max_iter is not None else 200,
+    }
+    for name, value in options.items():
+        if hasattr(solver.settings, name):  # older piqp releases lack some settings
+            setattr(solver.settings, name, value)
+    # K_p is symmetric: its transpose is the Fortran-ordered view piqp wants (no copy).
+    _piqp_setup(solver, matrix.T, n)
+    status = solver.solve()
+    result = solver.result
+    raw = np.array(result.x, dtype=np.float64)
+    iterations = int(result.info.iter)
+    status_name = getattr(status, "name", str(status))
+    del solver, matrix, result
+    if not np.all(np.isfinite(raw)) or not np.any(raw > 0):
+        raise SteinWeightsError(
+            f"stein_weights: the dense QP solver piqp failed (status {status_name}) and "
+            "returned no usable weights. Use method='active-set' (exact, no extra "
+            "dependency) or method='frank-wolfe'."
+        )
+    # Interior-point iterates sit inside the bounds up to the tolerance: project.
+    weights = np.maximum(raw, 0.0)
+    weights /= weights.sum()
+    objective, gap, _ = _certify(points, weights)
+    floor = _rounding_floor(points)
+    # Accepted when piqp reports success (its own, tighter, tolerances) or the rule holds.
+    if not (status_name.endswith("PIQP_SOLVED") or _met(gap, objective, tol, floor)):
+        raise SteinWeightsError(
+            f"stein_weights: the dense QP solver piqp stopped (status {status_name} after "
+            f"{iterations} iterations) with a certified relative duality gap "
+            f"{_relative(gap, objective):.3g} > tol = {tol:g} (rounding floor {floor:.3g}). "
+            "Interior-point solvers stall when K_p is nearly singular (few parameters, "
+            "many draws): use method='active-set', or increase max_iter."
+        )
+    return _Solution(weights=weights, ksd2=objective, ksd2_uniform=np.nan, gap=gap,
+                     floor=floor, iterations=iterations, converged=True, status=status_name)
+
+
+def _solve_frank_wolfe(points, *, tol, max_iter, progress=None):
+    n = points.n
+    if max_iter is None:
+        max_iter = 50 * n + 10_000
+    # A bar over the iteration budget; it closes early at convergence. Shown when asked, or
+    # (progress=None) when interactive and the solve is expected to be long (~N^2 1e-8 s).
+    bar = make_progress(progress, max_iter, 1e-8 * float(n) ** 2,
+                        desc="stein_weights (Frank-Wolfe iterations, stops at convergence)")
+    try:
+        return _frank_wolfe_iterations(points, tol, max_iter, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _frank_wolfe_iterations(points, tol, max_iter, bar):
+    n = points.n
+    floor = _rounding_floor(points)
+    weights = np.full(n, 1.0 / n)
+    gradient = points.matvec(weights)
+    ksd2_uniform = float(gradient.mean())
+    iterations = 0
+    objective, gap = ksd2_uniform, np.inf
+    for _ in range(_FW_MAX_REFRESH + 1):
+        remaining = max_iter - iterations
+        if remaining > 0:
+            iterations += _run_frank_wolfe(points, weights, gradient, tol, floor, remaining,
+                                           bar)
+        weights /= weights.sum()
+        objective, gap, gradient = _certify(points, weights)
+        if _met(gap, objective, tol, floor) or iterations >= max_iter:
+            break
+    if not _met(gap, objective, tol, floor):
+        raise SteinWeightsError(
+            f"stein_weights: pairwise Frank-Wolfe did not converge in {iterations} "
+            f"iterations (max_iter = {max_iter}); the certified relative duality gap is "
+            f"{_relative(gap, objective):.3g} > tol = {tol:g} (KSD "
+            f"{np.sqrt(max(objective, 0.0)):.6g} reached, "
+            f"{np.sqrt(max(ksd2_uniform, 0.0)):.6g} with uniform weights). K_p is badly "
+            "conditioned for few parameters (d <= 3) and many draws: use "
+            "method='active-set' (exact), thin the draws first (stein_thin), pass a "
+            "larger tol, or increase max_iter."
+        )
+    return _Solution(weights=weights, ksd2=objective, ksd2_uniform=ksd2_uniform, gap=gap,
+                     floor=floor, iterations=iterations, converged=True, status="converged")
+
+
+def _frank_wolfe_segment(points, weights, gradient, tol, floor, count, threads, bar):
+    saved = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        start = time.perf_counter()
+        done, _, _ = _stein_products.pairwise_frank_wolfe(
+            *points.constants, points.diagonal, weights, gradient, float(tol), float(floor),
+            int(count)
+        )
+        elapsed = time.perf_counter() - start
+    finally:
+        numba.set_num_threads(saved)
+    if bar is not None:
+        bar.update(int(done))
+    return int(done), elapsed, done < count
+
+
+def _run_frank_wolfe(points, weights, gradient, tol, floor, budget, bar=None):
+    """Up to ``budget`` Frank-Wolfe iterations, in segments on one thread or on all.
+
+    Every iteration of the solver ends in two barriers: on an idle machine all threads
+    are faster (measured at N = 2 * 10^4 on 2 cores: 0.15 ms vs 0.26 ms per iteration),
+    but when other work holds a core, one descheduled thread stalls every step (3.3 ms
+    vs 0.26 ms). So both are timed on short trial segments, the faster runs the next
+    segments, and the trial is repeated every few segments as the load changes.
+    Returns the number of iterations done (fewer than ``budget`` once converged).
+    Between segments (about 0.5 s) ``bar`` advances and Ctrl-C is honoured.
+    """
+    threads = numba.get_num_threads()
+    modes = (1,) if threads == 1 or points.n < _FW_PARALLEL_TRIAL_MIN_N else (threads, 1)
+    pairs_per_iteration = 2 * points.n
+    trial = max(20, int(_FW_TRIAL_PAIRS // pairs_per_iteration))
+    segment = max(trial, int(_FW_SEGMENT_PAIRS // pairs_per_iteration))
+    seconds_per_iteration = {}
+    done = 0
+    segments_since_trial = _FW_RETRIAL_SEGMENTS
+    while done < budget:
+        if len(modes) > 1 and segments_since_trial >= _FW_RETRIAL_SEGMENTS:
+            for mode in modes:
+                count, elapsed, finished = _frank_wolfe_segment(
+                    points, weights, gradient, tol, floor, min(trial, budget - done), mode,
+                    bar
+                )
+                done += count
+                seconds_per_iteration[mode] = elapsed / max(count, 1)
+                if finished or done >= budget:
+                    return done
+            segments_since_trial = 0
+        mode = min(seconds_per_iteration, key=seconds_per_iteration.get) if seconds_per_iteration else modes[0]
+        count, elapsed, finished = _frank_wolfe_segment(
+            points, weights, gradient, tol, floor, min(segment, budget - done), mode, bar
+        )
+        done += count
+        seconds_per_iteration[mode] = elapsed / max(count, 1)
+        segments_since_trial += 1
+        if finished:
+            break
+    return done
+
+
+_SOLVERS = {
+    "active-set": (
+        "active set (Lawson-Hanson on the NNLS form, exact; low-rank factor or matrix-free)",
+        _solve_active_set,
+    ),
+    "frank-wolfe": (
+        "pairwise Frank-Wolfe, exact line search, maximal-gain pair selection (matrix-free)",
+        _solve_frank_wolfe,
+    ),
+    "dense": ("piqp (dense interior point)", _solve_dense),
+}
+METHODS = ("auto", *_SOLVERS)
+
+
+# -- memory -----------------------------------------------------------------------------
+
+
+def _available_memory():
+    """Bytes of memory available now (Linux MemAvailable, else free pages, else 4 GiB)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2**30
+
+
+def _check_memory(n, memory_limit, bytes_per_entry, method):
+    limit = _available_memory() if memory_limit is None else memory_limit
+    need = bytes_per_entry * n * n
+    if need > limit:
+        raise MemoryError(
+            f"stein_weights(method={method!r}) would hold the {n} x {n} kernel matrix and "
+            f"the solver's factor, about {need / 2**30:.2f} GiB, more than the "
+            f"{limit / 2**30:.2f} GiB available (memory_limit). Use method='frank-wolfe' "
+            "or 'active-set', or thin the draws first (stein_thin)."
+        )
+
+
+def _choose_method(method, d):
+    if method != "auto":
+        return method
+    return "active-set" if d <= _LOW_D else "frank-wolfe"
+
+
+def _solve(points, chosen, method, tol, max_iter, memory_limit, progress):
+    """One problem with the chosen solver; "auto" falls back to the active set."""
+    options = {"tol": tol, "max_iter": max_iter}
+    if chosen == "frank-wolfe":
+        try:
+            return _solve_frank_wolfe(points, progress=progress, **options), chosen
+        except SteinWeightsError:
+            fits = (_ACTIVE_SET_BYTES_PER_ENTRY * points.n ** 2
+                    <= (_available_memory() if memory_limit is None else memory_limit))
+            if method != "auto" or not fits:
+                raise
+        return _solve_active_set(points, memory_limit=memory_limit, **options), "active-set"
+    return _SOLVERS[chosen][1](points, memory_limit=memory_limit, **options), chosen
+
+
+def _solver_version(method):
+    if method != "dense":
+        return ""
+    try:
+        from importlib.metadata import version
+
+        return version("piqp")
+    except Exception:  # noqa: BLE001 - a version string is only informative
+        return ""
