@@ -75,7 +75,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     Parameters
     ----------
 {params}
-    method : {{"auto", "active-set", "frank-wolfe", "dense"}}, default "auto"
+    method : {{"auto", "active-set", "blocks", "frank-wolfe", "dense"}}, default "auto"
         ``"active-set"``: exact (Lawson-Hanson on an equivalent non-negative least
         squares problem). It works on a low-rank factor K_p ~ F F^T (pivoted
         Cholesky, 8 N r bytes) when K_p is numerically of low rank r (one parameter:
@@ -83,13 +83,24 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         Cholesky factor of the support, 8 k^2 bytes for k draws with positive weight).
         Fast when the optimal weights are sparse (few parameters); it stops with an
         error (advising to thin first) if more than 10,000 draws would carry weight.
+        ``"blocks"``: for many draws and few parameters, where the exact optimum
+        spreads over about half of the draws (d = 3: 5,000 of 10^4, costing the
+        active set 40 s; 10^5 draws would need a 20 GB factor). The draws are split
+        into strided blocks of at most 2,500 (every chain, over its whole length), each
+        block is solved exactly, the block solutions are combined optimally, and
+        Frank-Wolfe polishes the result over all draws until the certified gap is at
+        most 5 % of the squared i.i.d. floor (see ``tol``). Memory O(N d) plus 8 N B
+        bytes for B blocks (32 MB at N = 10^5). When N <= 5,000, or when the first
+        block predicts at most 3,000 draws with positive weight overall, the whole
+        problem is solved exactly instead.
         ``"frank-wolfe"``: matrix-free pairwise Frank-Wolfe; O(N d) memory, K_p is
         never stored; fast when K_p is well conditioned (d >= 4: 5-40 N iterations),
         very slow for d <= 3 and many draws. ``"dense"``: the interior-point solver
         piqp (optional extra ``steindiag[weights]``; 32 N^2 bytes; stalls when K_p is
-        nearly singular). ``"auto"``: ``"active-set"`` for d <= 3, else
-        ``"frank-wolfe"``, then ``"active-set"`` if Frank-Wolfe does not converge and
-        an N x N factor fits in ``memory_limit``. No optional dependency is needed.
+        nearly singular). ``"auto"``: ``"blocks"`` for d <= 3 (so exact up to 5,000
+        draws), else ``"frank-wolfe"``, then, if Frank-Wolfe does not converge,
+        ``"active-set"`` when an N x N factor fits in ``memory_limit`` and
+        ``"blocks"`` otherwise. No optional dependency is needed.
     per_chain : bool, default False
         Solve one problem per chain (weights sum to 1 within each chain) instead of
         one over all draws pooled (weights sum to 1 over all draws).
@@ -98,10 +109,17 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         must satisfy gap <= tol * f(w) + floor, with ``floor`` the rounding floor of
         the certificate in float64 (64 eps sqrt(N) max_i k_p(x_i, x_i)). So a
         near-zero optimum (few parameters, many draws) is certified to rounding
-        rather than to an unreachable relative accuracy.
+        rather than to an unreachable relative accuracy. ``"blocks"`` (when it does
+        not solve the whole problem exactly) uses a statistical floor instead,
+        ``floor = 0.05 * ksd_iid^2`` with ``ksd_iid^2 = mean_i k_p(x_i, x_i) / N``
+        the squared KSD an exact i.i.d. sample of N draws shows: the weights' KSD^2
+        is then certified within 5 % of that level from the optimum (at d = 3 the
+        optimum itself is about 10^-3 of it, far below what any sample of N draws
+        can resolve).
     max_iter : int, optional
         Iteration limit (default: 20 N + 1000 active-set additions; 50 N + 10^4
-        Frank-Wolfe iterations; 200 interior-point iterations).
+        Frank-Wolfe iterations, also for the polish of ``"blocks"``; 200
+        interior-point iterations).
     memory_limit : float, optional
         Bytes the matrix-holding paths may use (default: the memory available now):
         piqp's matrices, and the active set's factor of the support.
@@ -116,7 +134,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         non-negative, summing to 1 over all draws (or within each chain). ``attrs``:
         ``ksd_uniform`` and ``ksd_weighted`` (sqrt of w^T K_p w for uniform and optimal
         w), ``duality_gap`` and ``relative_duality_gap`` (the certificate),
-        ``rounding_floor``, ``converged`` (1; otherwise an error is raised),
+        ``rounding_floor`` (the floor of the stopping rule used), ``ksd_iid`` (sqrt of
+        mean_i k_p(x_i, x_i) / N, the KSD of an exact i.i.d. sample of that size, as in
+        :func:`steindiag.ksd`), ``converged`` (1; otherwise an error is raised),
         ``iterations``, ``solver``, ``solver_status``, ``method``, ``tol``,
         ``kish_ess`` (1 / sum w^2 of the normalised weights), ``normalised_over``, and
         the kernel and preconditioner as in :func:`steindiag.ksd`. With
@@ -159,14 +179,24 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     N = 2000 for d <= 3, seconds to minutes at N = 10^4 (see the benchmarks in the
     docs). It runs in compiled code and cannot be interrupted.
 
+    Blocks: with B strided blocks of draws, w_b the exact optimum on block b (zero
+    elsewhere), the combination a on the B-simplex minimises a^T M a with
+    M_bc = w_b^T K_p w_c (a small exact QP), and Frank-Wolfe starts from sum_b a_b w_b
+    with g = K_p w known exactly. Block optima are sparse (about 60 % of a block at
+    d = 3), so the B products cost about 0.6 N^2 kernel evaluations. Measured at
+    d = 3 (unadjusted Langevin): N = 10^4 in 6 s instead of 38 s exactly, KSD 1.3e-3
+    against the optimum's 0.9e-3 (the i.i.d. floor is 1.7e-2), and the weighted
+    variance 0.9996 against 0.9997 (uniform: 1.34; target: 1).
+
     Frank-Wolfe: each iteration moves mass from the support point with the largest
     gradient to the point of largest second-order gain (SMO pair selection) with an
     exact line search, keeping g = K_p w up to date with two kernel rows: 2 N kernel
     evaluations and O(N) memory per iteration.
 
     Memory: ``"frank-wolfe"`` O(N d); ``"active-set"`` 8 N r (low-rank factor of rank
-    r) or O(N d) + 8 k^2 (k the support size, at most N); ``"dense"`` about 32 N^2
-    bytes.
+    r) or O(N d) + 8 k^2 (k the support size, at most N); ``"blocks"`` O(N d) +
+    8 N B (B = N / 2500 blocks) + 8 k^2 for a block's support k <= 2500;
+    ``"dense"`` about 32 N^2 bytes.
 
     References
     ----------
@@ -210,6 +240,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     for draws, scores in problems:
         points = _stein_products.KernelPoints(draws, scores, pre, kernel)
         solution, used = _solve(points, chosen, method, tol, max_iter, memory_limit, progress)
+        solution.ksd_iid = float(np.sqrt(points.diagonal.mean() / points.n))
         if not np.isfinite(solution.ksd2_uniform):
             solution.ksd2_uniform = float(points.matvec(np.full(points.n, 1.0 / points.n)).mean())
         solutions.append(solution)
@@ -224,6 +255,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         "duality_gap": [s.gap for s in solutions],
         "relative_duality_gap": [_relative(s.gap, s.ksd2) for s in solutions],
         "rounding_floor": [s.floor for s in solutions],
+        "ksd_iid": [s.ksd_iid for s in solutions],
         "converged": [int(s.converged) for s in solutions],
         "iterations": [s.iterations for s in solutions],
         "solver_status": [s.status for s in solutions],

@@ -342,6 +342,127 @@ def test_active_set_factor_and_matrix_free_agree_with_the_reference():
         assert w @ K @ w == pytest.approx(f_exact, rel=1e-3, abs=1e-12)
 
 
+# -- blocks (many draws, few parameters) ------------------------------------------------
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Blocks of at most 150 draws, and never the exact whole-problem shortcut."""
+    import steindiag.methods.weights as solvers
+
+    monkeypatch.setattr(solvers, "_BLOCK_SIZE", 150)
+    monkeypatch.setattr(solvers, "_EXACT_SUPPORT", 0)
+    return solvers
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_blocks_are_certified_against_the_independent_optimum(small_blocks, no_piqp, d):
+    # 1200 ULA draws in 8 strided blocks of 150: the path "auto" takes for d <= 3 and
+    # N > 5000, on a problem small enough for the explicit matrix.
+    x, s = ula_samples(7, 4, 300, 0.5, np.eye(d))
+    w = stein_weights(x, score=s)
+    assert w.attrs["method"] == "blocks"
+    assert "8 blocks" in w.attrs["solver_status"]
+    K = reference_matrix(x.reshape(-1, d), s.reshape(-1, d), "standardize")
+    n = K.shape[0]
+    _, f_exact = simplex_qp_exact(K)
+    p = w.values.reshape(-1)
+    f = p @ K @ p
+    iid2 = np.trace(K) / n**2
+    # Truth: the i.i.d. floor sqrt(mean_i k_p(x_i, x_i) / N) of the explicit matrix.
+    assert w.attrs["ksd_iid"] == pytest.approx(np.sqrt(iid2), rel=1e-10)
+    assert w.attrs["rounding_floor"] == pytest.approx(0.05 * iid2, rel=1e-10)
+    # Truth: the weights evaluated with the reference matrix give the reported KSD.
+    assert f == pytest.approx(w.attrs["ksd_weighted"] ** 2, rel=1e-9)
+    # Truth: the exact optimum of an independent solver; the promise of "blocks" is
+    # f - f* <= tol f + 0.05 mean_i k_p(x_i, x_i) / N, and the reported gap bounds f - f*.
+    assert f_exact - 1e-12 <= f <= f_exact + 1e-6 * f + 0.05 * iid2
+    assert f - f_exact <= w.attrs["duality_gap"] * (1 + 1e-9) + 1e-15
+    # Truth: the Wolfe dual gap recomputed from the reference matrix.
+    g = K @ p
+    assert w.attrs["duality_gap"] == pytest.approx(2 * (f - g.min()), rel=1e-6, abs=1e-15)
+    assert np.all(p >= 0) and abs(p.sum() - 1.0) < 1e-12
+
+
+def test_blocks_correct_the_langevin_variance(small_blocks, no_piqp):
+    # Closed form: ULA (step 0.5) on N(0, 1) has stationary variance 4/3 (see above).
+    x, s = ula_samples(3, 4, 500, 0.5, np.eye(1))
+    w = stein_weights(x, score=s, method="blocks")
+    assert w.attrs["method"] == "blocks"
+    p = w.values.reshape(-1)
+    flat = x.reshape(-1)
+    uniform_error = abs(flat.var() - 1.0)
+    weighted_error = abs(p @ (flat - p @ flat) ** 2 - 1.0)
+    assert uniform_error > 0.2  # the sample shows the ULA bias (sd of var ~ 0.05)
+    # Truth: the target variance 1; at least 5-fold closer than uniform weights.
+    assert weighted_error < uniform_error / 5
+
+
+def test_blocks_take_the_exact_route_when_the_support_is_small(monkeypatch, no_piqp):
+    # One parameter: the optimum sits on a few dozen draws at any N, so the first block
+    # predicts a small support and the whole problem is solved exactly.
+    import steindiag.methods.weights as solvers
+
+    monkeypatch.setattr(solvers, "_BLOCK_SIZE", 200)
+    x, s = ula_samples(11, 4, 300, 0.5, np.eye(1))
+    w = stein_weights(x, score=s)
+    assert w.attrs["method"] == "active-set"
+    K = reference_matrix(x.reshape(-1, 1), s.reshape(-1, 1), "standardize")
+    _, f_exact = simplex_qp_exact(K)
+    # Truth: the independent exact optimum, within the relative rule (not the floor).
+    f = w.attrs["ksd_weighted"] ** 2
+    assert f <= f_exact * (1 + 1e-3) + w.attrs["rounding_floor"]
+    assert w.attrs["rounding_floor"] < 1e-3 * w.attrs["ksd_iid"] ** 2
+
+
+def test_blocks_per_chain_and_small_problems(small_blocks):
+    x, s = ula_samples(5, 2, 400, 0.5, np.eye(2))
+    w = stein_weights(x, score=s, method="blocks", per_chain=True)
+    # Each chain: 400 draws in 3 blocks; weights sum to 1 within each chain.
+    np.testing.assert_allclose(w.sum("draw").values, 1.0, rtol=0, atol=1e-12)
+    assert list(w.chain.values) == [0, 1]
+    assert all("3 blocks" in status for status in w.solver_status.values)
+    # N <= 2 blocks: solved exactly as a whole.
+    small = stein_weights(x[:, :250], score=s[:, :250], method="blocks", per_chain=True)
+    assert set(small.attrs["method"].split("; ")) == {"active-set"}
+
+
+def test_kernel_columns_and_subset_match_the_reference_matrix():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((300, 3))
+    s = -x + 0.1 * rng.standard_normal((300, 3))
+    pre = make_preconditioner("standardize", x, None)
+    points = _stein_products.KernelPoints(x, s, pre, IMQ())
+    K = reference_matrix(x, s, "standardize")
+    rows = rng.choice(300, size=90, replace=False)
+    columns = rng.integers(0, 4, size=90)
+    values = rng.random(90)
+    W = np.zeros((300, 4))
+    W[rows, columns] = values
+    # Truth: K @ W with the explicit matrix of tests/reference.py.
+    np.testing.assert_allclose(points.columns(rows, columns, values, 4), K @ W,
+                               rtol=1e-10, atol=1e-12)
+    index = np.sort(rng.choice(300, size=50, replace=False))
+    sub = points.subset(index)
+    np.testing.assert_allclose(sub.matrix(), K[np.ix_(index, index)], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="one non-zero only"):
+        points.columns(np.array([1, 1]), np.array([0, 1]), np.ones(2), 2)
+
+
+def test_small_simplex_qp_matches_the_independent_solver():
+    from steindiag.methods.weights import _simplex_qp
+
+    rng = np.random.default_rng(8)
+    for rank in (2, 5, 12):
+        A = rng.standard_normal((12, rank))
+        M = A @ A.T + 1e-3 * np.ones((12, 12))
+        a = _simplex_qp(M, 1e-10)
+        _, f_exact = simplex_qp_exact(M)
+        # Truth: eigh + SciPy NNLS (tests/reference.py).
+        assert np.all(a >= 0) and abs(a.sum() - 1) < 1e-12
+        assert a @ M @ a == pytest.approx(f_exact, rel=1e-8, abs=1e-14)
+
+
 # -- properties -------------------------------------------------------------------------
 
 

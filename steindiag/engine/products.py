@@ -30,6 +30,7 @@ from steindiag.kernels._stein import block_stein_values, kernel_constants
 __all__ = [
     "kernel_matvec",
     "kernel_rows",
+    "kernel_columns",
     "kernel_matrix",
     "pairwise_frank_wolfe",
     "greedy_thinning",
@@ -138,6 +139,42 @@ def kernel_rows(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, o
         for r in range(index.shape[0]):
             _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[r], j0, nj,
                        x_i, s_i, qdist, a2dist, uads, ss, out[r, j0 : j0 + nj])
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
+                   out):
+    """out = K_p @ W for a sparse (N, B) W with one non-zero per listed row.
+
+    Row ``index[t]`` of W holds ``values[t]`` in column ``column[t]`` (all other entries
+    are zero): out[j, b] = sum over t with column[t] = b of values[t] k_p(x_index[t], x_j).
+    len(index) N kernel evaluations, each used once (parallel over blocks of j); memory:
+    the (N, B) output only.
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_columns = out.shape[1]
+    n_chunks = (n + _BLOCK - 1) // _BLOCK
+    for chunk in nb.prange(n_chunks):
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        row = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        j0 = chunk * _BLOCK
+        nj = min(_BLOCK, n - j0)
+        for m in range(nj):
+            for b in range(n_columns):
+                out[j0 + m, b] = 0.0
+        for t in range(index.shape[0]):
+            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[t], j0, nj,
+                       x_i, s_i, qdist, a2dist, uads, ss, row)
+            value = values[t]
+            b = column[t]
+            for m in range(nj):
+                out[j0 + m, b] += value * row[m]
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -438,6 +475,31 @@ class KernelPoints:
         index = np.ascontiguousarray(index, dtype=np.int64)
         out = np.empty((index.shape[0], self.n))
         kernel_rows(*self.constants, index, out)
+        return out
+
+    def columns(self, rows, columns, values, n_columns):
+        """K_p @ W, (N, n_columns), for a sparse W with one non-zero per listed row.
+
+        W[rows[t], columns[t]] = values[t] (``rows`` without repeats), all else zero:
+        len(rows) N kernel evaluations (not n_columns N^2).
+        """
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if np.unique(rows).size != rows.size:
+            raise ValueError("columns(): each row of W may hold one non-zero only.")
+        out = np.empty((self.n, int(n_columns)))
+        kernel_columns(*self.constants, rows, np.ascontiguousarray(values, dtype=np.float64),
+                       np.ascontiguousarray(columns, dtype=np.int64), out)
+        return out
+
+    def subset(self, index):
+        """The points ``index`` (same preconditioner and kernel): O(len(index) d) memory."""
+        index = np.asarray(index, dtype=np.int64)
+        out = object.__new__(KernelPoints)
+        out.__dict__.update(self.__dict__)
+        out.draws_t = np.ascontiguousarray(self.draws_t[:, :, index])
+        out.scores_t = np.ascontiguousarray(self.scores_t[:, :, index])
+        out.n = int(index.shape[0])
+        out.diagonal = self.diagonal[index].copy()
         return out
 
     def matrix(self):

@@ -42,6 +42,18 @@ _CANDIDATES = 128
 # draws: each step then costs O(k^2) on a k x k factor (measured: k = 5000 at N = 10^4,
 # d = 3 takes 60 s in all; the cost grows like k^3).
 _MAX_SUPPORT = 10_000
+# "auto" for d <= _LOW_D on more than 2 _BLOCK_SIZE draws. The optimum there spreads
+# over about half of the draws and the exact active set costs about k^3 for a support of
+# k (measured at d = 3, unadjusted Langevin: N = 10^4, k = 5,059, 38 s; N = 2 10^4,
+# k = 8,579, 202 s; N = 10^5 would need a 20 GB factor). So the draws are split into
+# strided blocks of at most _BLOCK_SIZE (1.4 s each at d = 3), each solved exactly; the
+# whole problem is solved exactly instead when the first block predicts a support of at
+# most _EXACT_SUPPORT (the exact attempt stops at 1.5 times that); otherwise the block
+# solutions are combined optimally and polished by Frank-Wolfe until the certified gap
+# is at most _IID_TOL times the squared i.i.d. floor (mean_i k_p(x_i, x_i) / N).
+_BLOCK_SIZE = 2500
+_EXACT_SUPPORT = 3000
+_IID_TOL = 0.05
 # Rounding floor of the certificate: the duality gap computed from K_p w in float64 is
 # only known to about this many eps * sqrt(N) * max_i k_p(x_i, x_i).
 _FLOOR_EPS = 64.0
@@ -79,6 +91,7 @@ class _Solution:
     iterations: int
     converged: bool
     status: str
+    ksd_iid: float = np.nan
 
 
 # -- certificate ------------------------------------------------------------------------
@@ -125,7 +138,7 @@ def _met(gap, objective, tol, floor):
 # -- solvers ----------------------------------------------------------------------------
 
 
-def _solve_active_set(points, *, tol, max_iter, memory_limit):
+def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX_SUPPORT):
     n = points.n
     # Scale to an O(1) problem (mean diagonal 1): the optimal weights do not change.
     scale = float(points.diagonal.mean())
@@ -155,7 +168,7 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
     if max_iter is None:
         max_iter = 20 * n + 1000
     limit = _available_memory() if memory_limit is None else memory_limit
-    max_support = int(min(n, _MAX_SUPPORT, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
+    max_support = int(min(n, support_limit, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
     u, iterations, finished, _ = lawson_hanson(
         mode, F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
         _CANDIDATES, max_support,
@@ -181,6 +194,111 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit):
     return _Solution(weights=weights, ksd2=objective, ksd2_uniform=np.nan, gap=gap,
                      floor=floor, iterations=int(iterations), converged=True,
                      status=f"{status} ({representation})")
+
+
+def _iid_floor2(points):
+    """mean_i k_p(x_i, x_i) / N: the squared KSD an exact i.i.d. sample of size N shows."""
+    return float(points.diagonal.mean()) / points.n
+
+
+def _simplex_qp(matrix, tol):
+    """Exact minimiser of a^T M a over the simplex for a small PSD (B, B) matrix M."""
+    scale = float(np.mean(np.diag(matrix)))
+    values, vectors = np.linalg.eigh(matrix / scale)
+    factor = np.ascontiguousarray(vectors * np.sqrt(np.clip(values, 0.0, None)))
+    diagonal = np.einsum("ij,ij->i", factor, factor)
+    size = matrix.shape[0]
+    floor = _FLOOR_EPS * np.finfo(np.float64).eps * np.sqrt(size) * float(diagonal.max())
+    u, _, _, _ = lawson_hanson(1, factor, dummy_kernel(), diagonal, float(tol), floor,
+                               20 * size + 1000, _CANDIDATES, size)
+    if not np.any(u > 0):
+        return np.full(size, 1.0 / size)
+    return u / u.sum()
+
+
+def _solve_blocks(points, *, tol, max_iter, memory_limit, progress=None):
+    """Exact solutions on strided blocks, combined optimally, polished by Frank-Wolfe.
+
+    Returns (solution, method used): the whole problem goes to the exact active set when
+    it is small or the first block predicts a small support (see _BLOCK_SIZE).
+    """
+    n = points.n
+    n_blocks = -(-n // _BLOCK_SIZE)
+    exact = {"tol": tol, "max_iter": max_iter, "memory_limit": memory_limit}
+    if n_blocks < 3:
+        return _solve_active_set(points, **exact), "active-set"
+    # Block b holds draws b, b + B, b + 2B, ...: every chain, spread over its whole length.
+    blocks = [np.arange(b, n, n_blocks) for b in range(n_blocks)]
+    bar = make_progress(progress, n_blocks, 1.5 * n_blocks,
+                        desc="stein_weights (exact solutions on blocks of draws)")
+    try:
+        solutions = []
+        for index in blocks:
+            part = _solve_active_set(points.subset(index), tol=tol, max_iter=None,
+                                     memory_limit=memory_limit)
+            solutions.append(part)
+            if bar is not None:
+                bar.update(1)
+            if len(solutions) == 1:
+                predicted = np.count_nonzero(part.weights) * n_blocks
+                if predicted <= _EXACT_SUPPORT:
+                    try:
+                        whole = _solve_active_set(points, support_limit=int(1.5 * _EXACT_SUPPORT),
+                                                  **exact)
+                        return whole, "active-set"
+                    except SteinWeightsError:
+                        pass  # the support grew past the prediction: go on with blocks
+    finally:
+        if bar is not None:
+            bar.close()
+    # K_p W for the (N, B) block weights W, from the rows of each block's support.
+    rows, columns, values = [], [], []
+    for b, (index, part) in enumerate(zip(blocks, solutions)):
+        support = np.flatnonzero(part.weights)
+        rows.append(index[support])
+        columns.append(np.full(support.size, b))
+        values.append(part.weights[support])
+    rows, columns, values = (np.concatenate(v) for v in (rows, columns, values))
+    products = points.columns(rows, columns, values, n_blocks)
+    gram = np.zeros((n_blocks, n_blocks))
+    np.add.at(gram, columns, values[:, None] * products[rows])  # M = W^T K_p W
+    combination = _simplex_qp(0.5 * (gram + gram.T), tol)
+    weights = np.zeros(n)
+    weights[rows] = values * combination[columns]
+    gradient = products @ combination
+    del products
+    floor = max(_rounding_floor(points), _IID_TOL * _iid_floor2(points))
+    if max_iter is None:
+        max_iter = 50 * n + 10_000
+    fw_bar = make_progress(progress, max_iter, 1e-8 * float(n) ** 2,
+                           desc="stein_weights (Frank-Wolfe polish, stops at convergence)")
+    iterations = 0
+    try:
+        for _ in range(_FW_MAX_REFRESH + 1):
+            objective = float(weights @ gradient)
+            if 2.0 * (objective - float(gradient.min())) > tol * objective + floor:
+                iterations += _run_frank_wolfe(points, weights, gradient, tol, floor,
+                                               max_iter - iterations, fw_bar)
+            weights /= weights.sum()
+            objective, gap, gradient = _certify(points, weights)
+            if _met(gap, objective, tol, floor) or iterations >= max_iter:
+                break
+    finally:
+        if fw_bar is not None:
+            fw_bar.close()
+    if not _met(gap, objective, tol, floor):
+        raise SteinWeightsError(
+            f"stein_weights: {n_blocks} exact block solutions, combined and polished by "
+            f"{iterations} Frank-Wolfe iterations (max_iter = {max_iter}), left a certified "
+            f"duality gap {gap:.3g} > {_IID_TOL:g} x the squared i.i.d. floor "
+            f"({_iid_floor2(points):.3g}). Increase max_iter, or thin the draws first "
+            "(stein_thin) and weight the thinned sample."
+        )
+    status = (f"converged ({n_blocks} blocks of <= {_BLOCK_SIZE} draws solved exactly, "
+              f"combined, {iterations} Frank-Wolfe iterations)")
+    return _Solution(weights=weights, ksd2=objective, ksd2_uniform=np.nan, gap=gap,
+                     floor=floor, iterations=iterations, converged=True,
+                     status=status), "blocks"
 
 
 def _import_piqp():
@@ -375,6 +493,11 @@ _SOLVERS = {
         _solve_frank_wolfe,
     ),
     "dense": ("piqp (dense interior point)", _solve_dense),
+    "blocks": (
+        "exact active set on strided blocks of draws, optimal combination, Frank-Wolfe "
+        "polish (certified to a fraction of the i.i.d. floor)",
+        _solve_blocks,
+    ),
 }
 METHODS = ("auto", *_SOLVERS)
 
@@ -412,22 +535,31 @@ def _check_memory(n, memory_limit, bytes_per_entry, method):
 def _choose_method(method, d):
     if method != "auto":
         return method
-    return "active-set" if d <= _LOW_D else "frank-wolfe"
+    return "blocks" if d <= _LOW_D else "frank-wolfe"
 
 
 def _solve(points, chosen, method, tol, max_iter, memory_limit, progress):
-    """One problem with the chosen solver; "auto" falls back to the active set."""
-    options = {"tol": tol, "max_iter": max_iter}
+    """One problem with the chosen solver; returns (solution, method used).
+
+    "auto" falls back from a Frank-Wolfe that did not converge to the exact active set
+    when an N x N factor fits in memory, else to the blocks.
+    """
+    options = {"tol": tol, "max_iter": max_iter, "memory_limit": memory_limit}
     if chosen == "frank-wolfe":
         try:
-            return _solve_frank_wolfe(points, progress=progress, **options), chosen
+            return _solve_frank_wolfe(points, progress=progress, tol=tol,
+                                      max_iter=max_iter), chosen
         except SteinWeightsError:
-            fits = (_ACTIVE_SET_BYTES_PER_ENTRY * points.n ** 2
-                    <= (_available_memory() if memory_limit is None else memory_limit))
-            if method != "auto" or not fits:
+            if method != "auto":
                 raise
-        return _solve_active_set(points, memory_limit=memory_limit, **options), "active-set"
-    return _SOLVERS[chosen][1](points, memory_limit=memory_limit, **options), chosen
+        fits = (_ACTIVE_SET_BYTES_PER_ENTRY * points.n ** 2
+                <= (_available_memory() if memory_limit is None else memory_limit))
+        if fits:
+            return _solve_active_set(points, **options), "active-set"
+        return _solve_blocks(points, progress=progress, **options)
+    if chosen == "blocks":
+        return _solve_blocks(points, progress=progress, **options)
+    return _SOLVERS[chosen][1](points, **options), chosen
 
 
 def _solver_version(method):
