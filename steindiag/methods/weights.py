@@ -138,7 +138,8 @@ def _met(gap, objective, tol, floor):
 # -- solvers ----------------------------------------------------------------------------
 
 
-def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX_SUPPORT):
+def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX_SUPPORT,
+                      try_factor=True):
     n = points.n
     # Scale to an O(1) problem (mean diagonal 1): the optimal weights do not change.
     scale = float(points.diagonal.mean())
@@ -153,8 +154,9 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX
 
     dummy = np.zeros((1, 1))
     kernel = dummy_kernel()
-    factor, residual = pivoted_cholesky(rows, diagonal, min(n, _FACTOR_FIRST_RANK), rank_tol)
-    if residual.max() <= rank_tol:
+    if try_factor:
+        factor, residual = pivoted_cholesky(rows, diagonal, min(n, _FACTOR_FIRST_RANK), rank_tol)
+    if try_factor and residual.max() <= rank_tol:
         representation = f"pivoted Cholesky factor of rank {factor.shape[1]}"
         mode, F = 1, factor
         gram_diagonal = np.einsum("ij,ij->i", F, F)
@@ -162,7 +164,7 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX
         # Kernel values on demand: as fast as a stored K_p (measured at N = 10^4, d = 3:
         # 63 s both), O(N d) memory plus the support's factor.
         representation = "matrix-free K_p"
-        del factor
+        factor = None
         mode, F, gram_diagonal = 2, dummy, diagonal
         kernel = matrix_free_kernel(points, scale)
     if max_iter is None:
@@ -233,9 +235,12 @@ def _solve_blocks(points, *, tol, max_iter, memory_limit, progress=None):
                         desc="stein_weights (exact solutions on blocks of draws)")
     try:
         solutions = []
+        try_factor = True
         for index in blocks:
             part = _solve_active_set(points.subset(index), tol=tol, max_iter=None,
-                                     memory_limit=memory_limit)
+                                     memory_limit=memory_limit, try_factor=try_factor)
+            # Blocks are alike: when the first is not of low rank, skip the others' try.
+            try_factor = "Cholesky" in part.status
             solutions.append(part)
             if bar is not None:
                 bar.update(1)
