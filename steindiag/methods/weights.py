@@ -205,11 +205,13 @@ def _iid_floor2(points):
 
 def _simplex_qp(matrix, tol):
     """Exact minimiser of a^T M a over the simplex for a small PSD (B, B) matrix M."""
+    size = matrix.shape[0]
     scale = float(np.mean(np.diag(matrix)))
+    if not scale > 0:  # every block reached K_p-norm zero: any combination is optimal
+        return np.full(size, 1.0 / size)
     values, vectors = np.linalg.eigh(matrix / scale)
     factor = np.ascontiguousarray(vectors * np.sqrt(np.clip(values, 0.0, None)))
     diagonal = np.einsum("ij,ij->i", factor, factor)
-    size = matrix.shape[0]
     floor = _FLOOR_EPS * np.finfo(np.float64).eps * np.sqrt(size) * float(diagonal.max())
     u, _, _, _ = lawson_hanson(1, factor, dummy_kernel(), diagonal, float(tol), floor,
                                20 * size + 1000, _CANDIDATES, size)
