@@ -31,7 +31,8 @@ import numba
 import numpy as np
 
 import steindiag
-from steindiag import gof
+from steindiag.engine import forms
+from steindiag.stats import bootstrap
 from steindiag.engine import products as _stein_products
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
@@ -89,9 +90,9 @@ def main(argv=None):
                          args.repeats)
     rss_after = peak_rss_mb()
     pre = make_preconditioner("standardize", x[0], [str(k) for k in range(d)])
-    weights = gof._bootstrap_weights("wild", np.random.default_rng(3), 1, n, n_boot,
+    weights = bootstrap.bootstrap_weights("wild", np.random.default_rng(3), 1, n, n_boot,
                                      res["flip_probability"].values)
-    pass_seconds, _ = timed(lambda: gof.quadratic_forms(x, -x, pre, IMQ(), weights, True),
+    pass_seconds, _ = timed(lambda: forms.quadratic_forms(x, -x, pre, IMQ(), weights, True),
                             args.repeats)
     rate = pass_flops(n, d, n_boot + 1) / pass_seconds / 1e9
     print("\n| what | N | time | GFLOP/s (% of matmul peak) |")
@@ -110,8 +111,8 @@ def main(argv=None):
         xs = x[:, :n_small]
         pre_s = make_preconditioner("standardize", xs[0], [str(k) for k in range(d)])
         w_s = np.ascontiguousarray(weights[:n_small])
-        tiled, forms = timed(lambda: gof.quadratic_forms(xs, -xs, pre_s, IMQ(), w_s, True),
-                             args.repeats)
+        tiled, tiled_forms = timed(
+            lambda: forms.quadratic_forms(xs, -xs, pre_s, IMQ(), w_s, True), args.repeats)
         points = _stein_products.KernelPoints(xs[0], -xs[0], pre_s, IMQ())
 
         def dense():
@@ -119,7 +120,7 @@ def main(argv=None):
             return np.einsum("nb,nb->b", w_s, K @ w_s)
 
         dense_seconds, dense_forms = timed(dense, args.repeats)
-        np.testing.assert_allclose(forms[1], dense_forms, rtol=1e-8,
+        np.testing.assert_allclose(tiled_forms[1], dense_forms, rtol=1e-8,
                                    atol=1e-10 * np.abs(dense_forms).max())
         columns = 5
         one_by_one, _ = timed(lambda: [points.matvec(w_s[:, b]) for b in range(columns)], 1)

@@ -4,6 +4,7 @@ Data flow: input (arrays | DataArray | InferenceData | DataTree | Dataset) ->
 ``steindiag.inputs`` (every argument checked, draws read) -> one preconditioner fixed
 from the pooled draws -> scores -> ``SteinInput`` (draws, scores as (chain, draw, d)
 in the unconstrained space) -> ``engine.local.stein_row_sums`` (one O(N^2 d) pass) ->
+``stats.ksd`` (V- and U-statistics, i.i.d. floor, path) ->
 labelled ``xarray.Dataset``.
 """
 
@@ -16,6 +17,7 @@ from steindiag._validate import check_method
 from steindiag.engine import resolve_backend
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
+from steindiag.stats.ksd import cumulative_sums, ksd2_u, ksd_iid, ksd_v, path_points
 
 __all__ = ["ksd", "ksd_path"]
 
@@ -60,21 +62,6 @@ def kernel_attrs(prepared, pre, kernel):
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
-
-
-def _cumulative(sums):
-    """Running V-statistic numerators per chain (chain, n) and pooled (n,)."""
-    per_chain = np.cumsum(2.0 * sums.row_same + sums.diagonal, axis=1)
-    pooled = np.cumsum((2.0 * sums.row_all + sums.diagonal).sum(axis=0))
-    diag_chain = np.cumsum(sums.diagonal, axis=1)
-    diag_pooled = np.cumsum(sums.diagonal.sum(axis=0))
-    return per_chain, pooled, diag_chain, diag_pooled
-
-
-def _sqrt_v(total, count):
-    # The V-statistic is a sum over a positive semi-definite kernel, so total >= 0 up
-    # to rounding; clip only that rounding.
-    return np.sqrt(np.maximum(total, 0.0)) / count
 
 
 _COMMON_PARAMETERS = """\
@@ -210,22 +197,22 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
     )
     n_chain, n_draw = sums.diagonal.shape
     n_total = n_chain * n_draw
-    per_chain, pooled, diag_chain, diag_pooled = _cumulative(sums)
+    per_chain, pooled, diag_chain, diag_pooled = cumulative_sums(sums)
     v_chain, v_pooled = per_chain[:, -1], pooled[-1]
     d_chain, d_pooled = diag_chain[:, -1], diag_pooled[-1]
     chain = xr.Variable(("chain",), prepared.chain)
     data_vars = {
-        "ksd": (("chain",), _sqrt_v(v_chain, n_draw),
+        "ksd": (("chain",), ksd_v(v_chain, n_draw),
                 {"long_name": "KSD of each chain (sqrt of V-statistic)"}),
-        "ksd_pooled": ((), _sqrt_v(v_pooled, n_total),
+        "ksd_pooled": ((), ksd_v(v_pooled, n_total),
                        {"long_name": "KSD of all chains pooled (sqrt of V-statistic)"}),
-        "ksd_iid": (("chain",), np.sqrt(d_chain) / n_draw,
+        "ksd_iid": (("chain",), ksd_iid(d_chain, n_draw),
                     {"long_name": "i.i.d. floor sqrt(mean_i k_p(x_i, x_i) / N), each chain"}),
-        "ksd_iid_pooled": ((), np.sqrt(d_pooled) / n_total,
+        "ksd_iid_pooled": ((), ksd_iid(d_pooled, n_total),
                            {"long_name": "i.i.d. floor, pooled"}),
-        "ksd2_u": (("chain",), (v_chain - d_chain) / (n_draw * (n_draw - 1)),
+        "ksd2_u": (("chain",), ksd2_u(v_chain, d_chain, n_draw),
                    {"long_name": "unbiased U-statistic of KSD^2, each chain (may be < 0)"}),
-        "ksd2_u_pooled": ((), (v_pooled - d_pooled) / (n_total * (n_total - 1)),
+        "ksd2_u_pooled": ((), ksd2_u(v_pooled, d_pooled, n_total),
                           {"long_name": "unbiased U-statistic of KSD^2, pooled (may be < 0)"}),
     }
     return xr.Dataset(data_vars, coords={"chain": chain}, attrs=attrs)
@@ -238,13 +225,6 @@ def _check_n_points(n_points):
         raise TypeError(f"n_points must be None or an integer; got {type(n_points).__name__}.")
     if n_points < 2:
         raise ValueError(f"n_points must be None or an integer >= 2; got {n_points}.")
-
-
-def _path_points(n_draw, n_points):
-    if n_points is None:
-        return np.arange(1, n_draw + 1)
-    points = np.unique(np.round(np.geomspace(1, n_draw, int(n_points))).astype(np.int64))
-    return points
 
 
 def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
@@ -292,17 +272,17 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
         client=client,
     )
     n_chain, n_draw = sums.diagonal.shape
-    points = _path_points(n_draw, n_points)
+    points = path_points(n_draw, n_points)
     index = points - 1
-    per_chain, pooled, diag_chain, diag_pooled = _cumulative(sums)
+    per_chain, pooled, diag_chain, diag_pooled = cumulative_sums(sums)
     data_vars = {
-        "ksd": (("chain", "n"), _sqrt_v(per_chain[:, index], points),
+        "ksd": (("chain", "n"), ksd_v(per_chain[:, index], points),
                 {"long_name": "running KSD of each chain"}),
-        "ksd_pooled": (("n",), _sqrt_v(pooled[index], n_chain * points),
+        "ksd_pooled": (("n",), ksd_v(pooled[index], n_chain * points),
                        {"long_name": "running KSD of all chains pooled"}),
-        "ksd_iid": (("chain", "n"), np.sqrt(diag_chain[:, index]) / points,
+        "ksd_iid": (("chain", "n"), ksd_iid(diag_chain[:, index], points),
                     {"long_name": "running i.i.d. floor of each chain"}),
-        "ksd_iid_pooled": (("n",), np.sqrt(diag_pooled[index]) / (n_chain * points),
+        "ksd_iid_pooled": (("n",), ksd_iid(diag_pooled[index], n_chain * points),
                            {"long_name": "running i.i.d. floor, pooled"}),
     }
     coords = {

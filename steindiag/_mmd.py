@@ -4,7 +4,7 @@ No score is needed: MMD compares draws with draws, so it sees what score-based
 discrepancies are blind to (chains stuck in different, well separated modes).
 
 Data flow: input -> draws (chain, draw, d) -> one preconditioner from all draws ->
-contiguous blocks of draws ("units") -> one tiled pass
+contiguous blocks of draws ("units", ``stats.mmd.block_units``) -> one tiled pass
 ``engine.multi_products.base_kernel_unit_sums`` giving the kernel sums between every pair of
 units -> MMD^2 of every pair of chains (or of the two samples) and block-permutation
 p-values, both from the U x U sums alone -> a labelled ``xarray.DataArray`` (the p-values
@@ -18,7 +18,14 @@ import numba as nb
 import numpy as np
 import xarray as xr
 
-from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.mmd import (
+    auto_block_length,
+    block_units,
+    far_pair_sums,
+    mmd2_from_sums,
+    permutation_pvalue,
+    split_statistic,
+)
 from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
@@ -27,15 +34,8 @@ from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
 
-# Automatic block length: this many integrated autocorrelation times (see ``mmd`` Notes).
-_BLOCK_PER_TAU = 5.0
 # Fewer blocks than this per chain: the permutation p-value is coarse or unreliable, warn.
 _MIN_BLOCKS = 10
-# The automatic block length gives each chain at most this many blocks (longer blocks for
-# long, weakly correlated chains): permutations cost O(n_permutations U^2) for U blocks.
-_MAX_AUTO_BLOCKS = 100
-# Permutations evaluated at a time (bounds the (chunk, units) temporaries).
-_PERMUTATION_CHUNK = 1024
 # Parts of the parallel pass: max(_PARTS, threads), each with its own U x U sums. The
 # partition of the rows into parts is static, so the sums are bitwise the same for any
 # number of threads up to _PARTS.
@@ -111,84 +111,6 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
                           np.ascontiguousarray(unit_start, dtype=np.int64), partial)
     lower = partial.sum(axis=0)
     return lower + lower.T
-
-
-def _mmd2_from_sums(sums_xx, sums_yy, sums_xy, n_x, n_y):
-    """Unbiased MMD^2 from the three kernel sums (self-pairs excluded from the first two)."""
-    return (sums_xx / (n_x * (n_x - 1.0)) + sums_yy / (n_y * (n_y - 1.0))
-            - 2.0 * sums_xy / (n_x * n_y))
-
-
-def _split_statistic(sums, counts, in_x):
-    """MMD^2 between the units with in_x (P, U) true and the others, for each row of in_x.
-
-    ``sums[u, v]`` are kernel sums between units and ``counts[u, v]`` the numbers of
-    pairs they hold (both symmetric): each of the three terms is a mean over the pairs it
-    includes. With y = 1 - z, z^T G y = z^T G 1 - z^T G z and
-    y^T G y = 1^T G 1 - 2 z^T G 1 + z^T G z, so one product z G per matrix suffices.
-    """
-    z = in_x.astype(np.float64)
-
-    def terms(matrix):
-        zg = z @ matrix
-        xx = np.einsum("pu,pu->p", zg, z)
-        x_all = zg.sum(axis=1)
-        return xx, x_all - xx, matrix.sum() - 2.0 * x_all + xx
-
-    s_xx, s_xy, s_yy = terms(sums)
-    n_xx, n_xy, n_yy = terms(counts)
-    return s_xx / n_xx + s_yy / n_yy - 2.0 * s_xy / n_xy
-
-
-def _test_pairs(G, sizes, unit_chain):
-    """Sums and pair counts for the permutation statistic: near pairs left out.
-
-    Pairs inside one block, or in adjacent blocks of the same chain, are the ones whose
-    draws are correlated; they are left out of the statistic (observed and permuted
-    alike), so every pair it uses is at least one block apart in its chain, or in
-    different chains.
-    """
-    n_units = G.shape[0]
-    index = np.arange(n_units)
-    near = (unit_chain[:, None] == unit_chain[None, :]) & (
-        np.abs(index[:, None] - index[None, :]) <= 1)
-    counts = np.outer(sizes, sizes)
-    return np.where(near, 0.0, G), np.where(near, 0.0, counts)
-
-
-def _permutation_pvalue(sums, counts, n_x_units, n_permutations, rng):
-    """Block-permutation p-value: units 0..n_x_units-1 against the rest.
-
-    Each permutation assigns n_x_units of the units, chosen uniformly at random, to the
-    first sample. p = (1 + #{permuted >= observed}) / (1 + n_permutations).
-    """
-    n_units = sums.shape[0]
-    observed_split = np.zeros((1, n_units), dtype=bool)
-    observed_split[0, :n_x_units] = True
-    observed = _split_statistic(sums, counts, observed_split)[0]
-    exceed = 0
-    for start in range(0, n_permutations, _PERMUTATION_CHUNK):
-        count = min(_PERMUTATION_CHUNK, n_permutations - start)
-        order = np.argsort(rng.random((count, n_units)), axis=1)
-        in_x = order < n_x_units
-        exceed += int(np.sum(_split_statistic(sums, counts, in_x) >= observed))
-    return (1.0 + exceed) / (1.0 + n_permutations)
-
-
-def _units(n_chain, n_draw, block_length):
-    """Start of every block of ``block_length`` draws (the last of a chain may be longer)."""
-    n_blocks = max(1, n_draw // block_length)
-    per_chain = [c * n_draw + b * block_length for c in range(n_chain) for b in range(n_blocks)]
-    return np.asarray(per_chain + [n_chain * n_draw], dtype=np.int64), n_blocks
-
-
-def _auto_block_length(draws_list):
-    """max(ceil(5 tau), ceil(T / 100)) over the samples, tau the largest over chains."""
-    tau = max(integrated_autocorrelation_time(chain_draws).max()
-              for draws in draws_list for chain_draws in draws)
-    longest = max(draws.shape[1] for draws in draws_list)
-    length = max(int(np.ceil(_BLOCK_PER_TAU * tau)), -(-longest // _MAX_AUTO_BLOCKS))
-    return length, float(tau)
 
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
@@ -346,12 +268,12 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         lengths = [s.shape[1] for s in samples]
     else:
         if block_length == "auto":
-            block_length, tau = _auto_block_length(samples)
+            block_length, tau = auto_block_length(samples)
         lengths = [min(block_length, s.shape[1]) for s in samples]
     units, blocks_per_chain, unit_chain = [], [], []
     offset = 0
     for s, length in zip(samples, lengths):
-        starts, n_blocks = _units(s.shape[0], s.shape[1], length)
+        starts, n_blocks = block_units(s.shape[0], s.shape[1], length)
         units.append(starts[:-1] + offset)
         blocks_per_chain.append(n_blocks)
         unit_chain.append(np.repeat(np.arange(s.shape[0]), n_blocks))
@@ -376,7 +298,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         )
     G = unit_kernel_sums(pooled, unit_start, pre, kernel)
     sizes = np.diff(unit_start).astype(np.float64)
-    test_sums, test_counts = _test_pairs(G, sizes, unit_chain)
+    test_sums, test_counts = far_pair_sums(G, sizes, unit_chain)
 
     attrs = {
         "kernel": kernel.label,
@@ -407,17 +329,17 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                       "n_draw_other": int(samples[1].shape[0] * samples[1].shape[1])})
         coords = {}
         if n_permutations:
-            coords["pvalue"] = ((), _permutation_pvalue(test_sums, test_counts, n_x_units,
+            coords["pvalue"] = ((), permutation_pvalue(test_sums, test_counts, n_x_units,
                                                         n_permutations, rng),
                                 {"long_name": "block-permutation p-value"})
-        return xr.DataArray(_split_statistic(G, counts, split)[0], coords=coords, name="mmd2",
+        return xr.DataArray(split_statistic(G, counts, split)[0], coords=coords, name="mmd2",
                             attrs={"long_name": "unbiased MMD^2 between data and other",
                                    **attrs})
 
     n_blocks = blocks_per_chain[0]
     chain_sums = G.reshape(n_chain, n_blocks, n_chain, n_blocks).sum(axis=(1, 3))
     diag = np.diag(chain_sums)
-    mmd2 = _mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
+    mmd2 = mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
     np.fill_diagonal(mmd2, 0.0)
     coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
     if n_permutations:
@@ -425,7 +347,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         for i in range(n_chain):
             for j in range(i + 1, n_chain):
                 index = np.r_[i * n_blocks : (i + 1) * n_blocks, j * n_blocks : (j + 1) * n_blocks]
-                pvalue[i, j] = pvalue[j, i] = _permutation_pvalue(
+                pvalue[i, j] = pvalue[j, i] = permutation_pvalue(
                     test_sums[np.ix_(index, index)], test_counts[np.ix_(index, index)],
                     n_blocks, n_permutations, rng)
         coords["pvalue"] = (("chain", "chain_other"), pvalue,

@@ -1,8 +1,8 @@
 """Goodness-of-fit test with the kernel Stein discrepancy: ``ksd_test``.
 
 Data flow: input -> ``SteinInput`` (as ``ksd``) -> one preconditioner from the pooled
-draws -> bootstrap weights W (N, 1 + B), column 0 all ones -> one tiled pass
-``engine.multi_products.stein_quadratic_forms`` giving w^T K_p w for every column, per chain
+draws -> bootstrap weights W (N, 1 + B), column 0 all ones (``stats.bootstrap``) -> one
+tiled pass ``engine.forms.quadratic_forms`` giving w^T K_p w for every column, per chain
 and pooled -> statistics, p-values -> labelled ``xarray.Dataset``.
 """
 
@@ -10,20 +10,12 @@ import numbers
 import warnings
 
 import numpy as np
-
-# Load SciPy's BLAS (what Numba's np.dot calls) before threadpool_limits, which only limits
-# libraries already loaded.
-import scipy.linalg.cython_blas  # noqa: F401
 import xarray as xr
-from threadpoolctl import threadpool_limits
 
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
 from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
-from steindiag.engine.multi_products import (
-    QUADRATIC_TILE_ROWS,
-    stein_matmat,
-    stein_quadratic_forms,
-)
+from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
 from steindiag.inputs import is_labelled, read_input
@@ -34,14 +26,9 @@ from steindiag.kernels import make_kernel
 __all__ = ["ksd_test"]
 
 _BOOTSTRAPS = ("auto", "iid", "wild", "multinomial")
-# The wild bootstrap's sign chain keeps its sign for 1 + _SIGN_RUN_PER_TAU * tau draws on
-# average, tau the chain's integrated autocorrelation time (see ``_flip_probability``).
-_SIGN_RUN_PER_TAU = 12.0
 # Below this many expected sign flips in a chain, the wild bootstrap has too few
 # effectively independent pieces to be trusted: warn.
 _MIN_EXPECTED_FLIPS = 10.0
-# Rows of W generated at a time (bounds the temporaries to O(_SIGN_CHUNK * B)).
-_SIGN_CHUNK = 2048
 
 # Parameters shared with ksd, without the engine's method/progress options.
 _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
@@ -61,137 +48,6 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
         raise TypeError(f"pooled must be True or False; got {pooled!r}.")
     rng = check_rng(rng)
     return int(n_bootstrap), rng, bool(pooled)
-
-
-def _flip_probability(tau):
-    """Flip probability a of the sign chain for a chain with autocorrelation time tau.
-
-    A sign chain that flips with probability a has correlation (1 - 2a)^k at lag k and
-    keeps its sign for 1 / a draws on average; a = 1 / (1 + 12 tau) makes that run 12
-    times the chain's autocorrelation time (tau = 1, independent draws: a = 1/13).
-    """
-    return 1.0 / (1.0 + _SIGN_RUN_PER_TAU * np.asarray(tau, dtype=np.float64))
-
-
-def _sign_chains(rng, n_draw, n_bootstrap, flip, out):
-    """out (n_draw, B) <- B independent +-1 Markov chains flipping with probability ``flip``.
-
-    The first sign is +-1 with probability 1/2 each, so every W_t is Rademacher; with
-    flip = 1/2 the signs are independent (the Rademacher bootstrap).
-    """
-    sign = np.where(rng.random(n_bootstrap) < 0.5, -1.0, 1.0)
-    for start in range(0, n_draw, _SIGN_CHUNK):
-        stop = min(start + _SIGN_CHUNK, n_draw)
-        flips = rng.random((stop - start, n_bootstrap)) < flip
-        if start == 0:
-            flips[0] = False
-        parity = np.logical_xor.accumulate(flips, axis=0)
-        out[start:stop] = np.where(parity, -sign, sign)
-        sign = out[stop - 1].copy()
-
-
-def _multinomial_weights(rng, n_draw, n_bootstrap, out):
-    """out (n_draw, B) <- centred multinomial counts (c_i - 1), c ~ Multinomial(n, 1/n)."""
-    pvals = np.full(n_draw, 1.0 / n_draw)
-    for start in range(0, n_bootstrap, 64):
-        stop = min(start + 64, n_bootstrap)
-        out[:, start:stop] = rng.multinomial(n_draw, pvals, size=stop - start).T - 1.0
-
-
-def _bootstrap_weights(kind, rng, n_chain, n_draw, n_bootstrap, flip):
-    """W (chain * draw, 1 + B), C-contiguous: column 0 all ones, then the B bootstrap columns.
-
-    Each chain's rows are drawn independently of the other chains'.
-    """
-    weights = np.empty((n_chain * n_draw, 1 + n_bootstrap))
-    weights[:, 0] = 1.0
-    for c in range(n_chain):
-        rows = weights[c * n_draw : (c + 1) * n_draw, 1:]
-        if kind == "multinomial":
-            _multinomial_weights(rng, n_draw, n_bootstrap, rows)
-        else:
-            _sign_chains(rng, n_draw, n_bootstrap, flip[c], rows)
-    return weights
-
-
-def _row_tiles(n_chain, n_draw):
-    """Row tiles of at most QUADRATIC_TILE_ROWS points, none crossing a chain boundary."""
-    starts = [c * n_draw + t for c in range(n_chain)
-              for t in range(0, n_draw, QUADRATIC_TILE_ROWS)]
-    starts = np.asarray(starts, dtype=np.int64)
-    chain_start = (starts // n_draw) * n_draw
-    stops = np.minimum(starts + QUADRATIC_TILE_ROWS, chain_start + n_draw)
-    return starts, stops, chain_start
-
-
-def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, backend=None):
-    """w_b^T K_p w_b for every column of W, per chain and (optionally) pooled.
-
-    Parameters
-    ----------
-    draws, scores : ndarray (chain, draw, d), finite float64
-    preconditioner : Preconditioner, resolved from the pooled draws
-    kernel : steindiag.kernels.BaseKernel
-    weights : ndarray (chain * draw, B), C-contiguous, rows in chain-major order
-    pooled : bool, also the forms on all chains together (cross-chain pairs included)
-    backend : None (this process) or a cluster backend (``steindiag.engine``)
-
-    Returns
-    -------
-    per_chain : ndarray (chain, B)
-        w_b^T K_p w_b on each chain alone (its rows of W).
-    pooled : ndarray (B,) or None
-
-    O(N^2 (d + B)) time for N = chain * draw if pooled (chain * draw^2 (d + B) if not),
-    O(N B) memory (W); K_p and K_p W are never stored.
-    """
-    n_chain, n_draw, d = draws.shape
-    draws_k, scores_k = preconditioner.to_kernel_coordinates(
-        draws.reshape(-1, d), scores.reshape(-1, d))
-    draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
-    scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
-    starts, stops, chain_start = _row_tiles(n_chain, n_draw)
-    if backend is not None:
-        out = backend.quadratic_form_tiles(draws_t, scores_t, preconditioner, kernel,
-                                           weights, starts, stops, chain_start,
-                                           pooled)
-    else:
-        out = np.empty((starts.shape[0], 2, weights.shape[1]))
-        with threadpool_limits(limits=1, user_api="blas"):
-            stein_quadratic_forms(draws_t, scores_t, preconditioner.a,
-                                  preconditioner.isotropic, kernel.numba_kind,
-                                  kernel.numba_params,
-                                  preconditioner.trace_a, weights, starts, stops, chain_start,
-                                  pooled, out)
-    tile_chain = starts // n_draw
-    per_chain = np.zeros((n_chain, weights.shape[1]))
-    np.add.at(per_chain, tile_chain, out[:, 0])
-    return per_chain, (out.sum(axis=(0, 1)) if pooled else None)
-
-
-def stein_matrix_product(points, scores, preconditioner, kernel, weights):
-    """K_p @ W for (N, d) points and scores and an (N, B) matrix W, in one tiled pass.
-
-    O(N^2 (d + B)) time; memory O(N B) for W and the result, K_p is never stored. The
-    bootstrap itself needs only diag(W^T K_p W), which ``quadratic_forms`` computes with
-    half the products and without the (N, B) result.
-    """
-    draws_k, scores_k = preconditioner.to_kernel_coordinates(points, scores)
-    draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
-    scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
-    weights = np.ascontiguousarray(weights, dtype=np.float64)
-    out = np.empty(weights.shape)
-    with threadpool_limits(limits=1, user_api="blas"):
-        stein_matmat(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
-                     kernel.numba_kind, kernel.numba_params, preconditioner.trace_a, weights,
-                     out)
-    return out
-
-
-def _pvalue(bootstrap_statistics, observed):
-    """(1 + #{b : B_b >= observed}) / (1 + B), along the last axis."""
-    exceed = np.sum(bootstrap_statistics >= observed[..., None], axis=-1)
-    return (1.0 + exceed) / (1.0 + bootstrap_statistics.shape[-1])
 
 
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
@@ -326,7 +182,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             np.concatenate([prepared.draws[ch], prepared.scores[ch]], axis=1)).max()
         for ch in range(n_chain)
     ])
-    flip = {"wild": _flip_probability(tau), "iid": np.full(n_chain, 0.5),
+    flip = {"wild": flip_probability(tau), "iid": np.full(n_chain, 0.5),
             "multinomial": np.full(n_chain, np.nan)}[bootstrap]
     if bootstrap == "wild":
         few = np.flatnonzero(n_draw * flip < _MIN_EXPECTED_FLIPS)
@@ -340,7 +196,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                 "p-values are unreliable. Run longer chains.",
                 UserWarning, stacklevel=2,
             )
-    weights = _bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
+    weights = bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
     per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
                                               weights, pooled, backend=backend)
     del weights
@@ -349,7 +205,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     data_vars = {
         "statistic": (("chain",), per_chain[:, 0],
                       {"long_name": "N KSD^2_V of each chain"}),
-        "pvalue": (("chain",), _pvalue(per_chain[:, 1:], per_chain[:, 0]),
+        "pvalue": (("chain",), bootstrap_pvalue(per_chain[:, 1:], per_chain[:, 0]),
                    {"long_name": "bootstrap p-value, each chain"}),
         "bootstrap_statistic": (("chain", "bootstrap"), per_chain[:, 1:],
                                 {"long_name": "bootstrap statistics N^-1 w^T K_p w"}),
@@ -363,7 +219,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         pooled_forms = pooled_forms / (n_chain * n_draw)
         data_vars["statistic_pooled"] = ((), pooled_forms[0],
                                          {"long_name": "N KSD^2_V of all chains pooled"})
-        data_vars["pvalue_pooled"] = ((), _pvalue(pooled_forms[1:], pooled_forms[0]),
+        data_vars["pvalue_pooled"] = ((), bootstrap_pvalue(pooled_forms[1:], pooled_forms[0]),
                                       {"long_name": "bootstrap p-value, pooled"})
         data_vars["bootstrap_statistic_pooled"] = (("bootstrap",), pooled_forms[1:],
                                                    {"long_name": "bootstrap statistics, pooled"})

@@ -1,9 +1,10 @@
 """Greedy Stein thinning (see the docs' background page), plain and regularised.
 
 Data flow: input -> ``steindiag.inputs.read_input`` (every argument checked, draws read)
--> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints`` -> ``engine.products.greedy_thinning`` (one kernel
-row per selected point, O(N) memory) -> the selected draws of the input, in the
-input's own type, with the selected (chain, draw) recorded and the KSD of the result.
+-> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints``
+-> ``methods.thinning.greedy_select`` (one kernel row per selected point, O(N) memory)
+-> the selected draws of the input, in the input's own type, with the selected
+(chain, draw) recorded and the KSD of the result.
 """
 
 import numbers
@@ -12,20 +13,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from steindiag.engine import products as _stein_products
-from steindiag.engine.local import stein_row_sums
+from steindiag.engine.products import KernelPoints
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
 from steindiag.inputs._functions import check_log_density
 from steindiag.kernels import make_kernel
+from steindiag.methods.thinning import greedy_select, laplacian_correction, prefix_ksd
 
 __all__ = ["stein_thin", "SteinThinning"]
-
-# Central-difference step for the Laplacian correction, in units of the spread of each
-# kernel coordinate: about eps^(1/3), the step that balances truncation and rounding.
-_FD_STEP = 1e-4
 
 
 @dataclass(kw_only=True)
@@ -95,37 +92,6 @@ def _thin_iv(n_points, regularized, strength, log_density, return_info, score, m
                 "compute the Laplacian correction by finite differences; got score as "
                 f"{'an array' if score is not None else 'None'}."
             )
-
-
-# -- log p and the Laplacian correction -------------------------------------------------
-
-
-def _laplacian_correction(score_fn, draws_flat, pre, kernel):
-    """k(x, x) sum_k (d^2 log p / dz_k^2)^+ in kernel coordinates z, by central differences.
-
-    k(x, x) = f(0) is the base kernel on the diagonal: c^(2 beta) for the IMQ, 1 otherwise.
-
-    z = V^T (x / scale); moving z_k by h moves x by h * scale * V[:, k]; the score in
-    kernel coordinates is V^T (scale * s). 2 d score evaluations per draw.
-    """
-    n, d = draws_flat.shape
-    scale = pre.scale if pre.scale is not None else np.ones(d)
-    rotation = pre.rotation if pre.rotation is not None else np.eye(d)
-    draws_k, _ = pre.to_kernel_coordinates(draws_flat, np.zeros_like(draws_flat))
-    spread = np.std(draws_k, axis=0)
-    spread[~(spread > 0)] = 1.0
-    total = np.zeros(n)
-    for k in range(d):
-        h = _FD_STEP * spread[k]
-        shift = h * scale * rotation[:, k]
-        plus = score_fn(draws_flat + shift)
-        minus = score_fn(draws_flat - shift)
-        # k-th kernel coordinate of the score: (scale * s) . V[:, k]
-        second = ((plus - minus) * scale) @ rotation[:, k] / (2.0 * h)
-        total += np.maximum(second, 0.0)
-    if not np.all(np.isfinite(total)):
-        raise ValueError("the Laplacian correction is not finite at some draws (score overflow).")
-    return kernel.value_at_zero * total
 
 
 # -- output in the input's type ---------------------------------------------------------
@@ -323,7 +289,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     prepared = pending.with_scores()
     draws_flat = prepared.draws.reshape(-1, d)
     scores_flat = prepared.scores.reshape(-1, d)
-    points = _stein_products.KernelPoints(draws_flat, scores_flat, pre, kernel)
+    points = KernelPoints(draws_flat, scores_flat, pre, kernel)
     objective = points.diagonal.copy()
     step_penalty = np.zeros(n_total)
     thinning_attrs = {"stein_thinning": "regularized" if regularized else "greedy",
@@ -335,24 +301,14 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
                                    chain=prepared.chain, draw=prepared.draw,
                                    mode=mode).reshape(-1)
         score_fn = score_function(score, model, batched=batched, mode=mode)
-        laplacian = _laplacian_correction(score_fn, draws_flat, pre, kernel)
+        laplacian = laplacian_correction(score_fn, draws_flat, pre, kernel)
         objective += laplacian - lam * log_p
         step_penalty = -lam * log_p
         thinning_attrs["stein_thinning_strength"] = lam
-    selected = np.empty(n_points, dtype=np.int64)
-    with _stein_products.threads_for(n_total):
-        _stein_products.greedy_thinning(
-            *points.constants, objective, np.ascontiguousarray(step_penalty), int(n_points),
-            selected,
-        )
+    selected = greedy_select(points, objective, step_penalty, n_points)
     chain_pos, draw_pos = np.divmod(selected, n_draw)
     # KSD of every prefix of the selection, with the same kernel and preconditioner.
-    sums = stein_row_sums(
-        draws_flat[selected][None], scores_flat[selected][None], kernel=kernel,
-        preconditioner=pre,
-    )
-    running = np.cumsum(2.0 * sums.row_all[0] + sums.diagonal[0])
-    ksd_path = np.sqrt(np.maximum(running, 0.0)) / np.arange(1, n_points + 1)
+    ksd_path = prefix_ksd(draws_flat[selected], scores_flat[selected], pre, kernel)
     attrs = {
         **thinning_attrs,
         "stein_thinning_ksd": float(ksd_path[-1]),

@@ -135,7 +135,7 @@ def test_ksd_test_matches_local_engine(client, shape, pooled):
 def test_ksd_test_products_match_reference(client):
     # Truth: w^T K_p w from the explicit matrix of reference.py (pooled: all points; per
     # chain: that chain's block), for the all-ones column (the statistic) and random ones.
-    from steindiag import gof
+    from steindiag.engine import forms
     from steindiag.kernels.preconditioner import make_preconditioner
 
     rng = np.random.default_rng(4)
@@ -143,7 +143,7 @@ def test_ksd_test_products_match_reference(client):
     n = x.shape[0] * x.shape[1]
     weights = np.ascontiguousarray(np.column_stack([np.ones(n), rng.standard_normal((n, 5))]))
     pre = make_preconditioner("identity", x.reshape(-1, 2), ["a", "b"])
-    per_chain, pooled = gof.quadratic_forms(x, s, pre, IMQ(), weights, True,
+    per_chain, pooled = forms.quadratic_forms(x, s, pre, IMQ(), weights, True,
                                             backend=resolve_backend(client))
     flat_x, flat_s = x.reshape(-1, 2), s.reshape(-1, 2)
     kernel = imq_stein_kernel_matrix(flat_x, flat_s, flat_x, flat_s, np.eye(2))

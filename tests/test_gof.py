@@ -29,7 +29,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import steindiag
-from steindiag import gof
+from steindiag.engine import forms
+from steindiag.stats.bootstrap import bootstrap_weights, flip_probability, sign_chains
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
@@ -83,7 +84,7 @@ def test_quadratic_forms_match_reference(preconditioner, beta):
     pooled_x, pooled_s = x.reshape(-1, d), s.reshape(-1, d)
     pre = make_preconditioner(preconditioner, pooled_x, list("abc"))
     weights = np.ascontiguousarray(rng.standard_normal((n_chain * n_draw, 5)))
-    per_chain, pooled = gof.quadratic_forms(x, s, pre, IMQ(c, beta), weights, True)
+    per_chain, pooled = forms.quadratic_forms(x, s, pre, IMQ(c, beta), weights, True)
     K = reference_matrix(pooled_x, pooled_s, preconditioner, c, beta)
     expected = quadratic_forms(K, weights)
     scale = np.abs(K).sum(axis=1).max() * np.abs(weights).max() ** 2 * n_chain * n_draw
@@ -94,7 +95,7 @@ def test_quadratic_forms_match_reference(preconditioner, beta):
         # Truth: the same for each chain's diagonal block of K alone.
         np.testing.assert_allclose(per_chain[ch], quadratic_forms(K[rows, rows], weights[rows]),
                                    rtol=0, atol=1e-13 * scale)
-    per_chain_only, none = gof.quadratic_forms(x, s, pre, IMQ(c, beta), weights, False)
+    per_chain_only, none = forms.quadratic_forms(x, s, pre, IMQ(c, beta), weights, False)
     assert none is None
     # Truth: the per-chain forms do not depend on whether the cross-chain pairs are computed.
     np.testing.assert_allclose(per_chain_only, per_chain, rtol=1e-13, atol=0)
@@ -109,7 +110,7 @@ def test_matrix_product_matches_reference(preconditioner):
     weights = rng.standard_normal((600, 7))
     K = reference_matrix(x, s, preconditioner)
     # Truth: K @ W with the explicit matrix of tests/reference.py.
-    np.testing.assert_allclose(gof.stein_matrix_product(x, s, pre, IMQ(), weights),
+    np.testing.assert_allclose(forms.stein_matrix_product(x, s, pre, IMQ(), weights),
                                K @ weights, rtol=0,
                                atol=1e-13 * np.abs(K).sum(axis=1).max() * np.abs(weights).max())
 
@@ -120,11 +121,11 @@ def test_quadratic_forms_same_result_any_thread_count():
     x = np.random.default_rng(14).standard_normal((2, 700, 4))
     pre = make_preconditioner("identity", x.reshape(-1, 4), list("abcd"))
     weights = np.ascontiguousarray(np.random.default_rng(15).standard_normal((1400, 9)))
-    full = gof.quadratic_forms(x, -x, pre, IMQ(), weights, True)
+    full = forms.quadratic_forms(x, -x, pre, IMQ(), weights, True)
     saved = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        single = gof.quadratic_forms(x, -x, pre, IMQ(), weights, True)
+        single = forms.quadratic_forms(x, -x, pre, IMQ(), weights, True)
     finally:
         numba.set_num_threads(saved)
     # Truth: each row tile is computed whole by one task and the tiles are summed in a
@@ -160,7 +161,7 @@ def test_bootstrap_statistics_are_the_quadratic_forms_of_the_weights():
     res = steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=30, rng=7,
                              preconditioner="identity")
     # The same generator state gives the same weights (randomness only through rng=).
-    weights = gof._bootstrap_weights("wild", np.random.default_rng(7), 2, 120, 30,
+    weights = bootstrap_weights("wild", np.random.default_rng(7), 2, 120, 30,
                                      res["flip_probability"].values)
     K = reference_matrix(x.reshape(-1, 2), -x.reshape(-1, 2), "identity")
     expected_pooled = quadratic_forms(K, weights)[1:] / 240
@@ -180,7 +181,7 @@ def test_bootstrap_statistics_are_the_quadratic_forms_of_the_weights():
 def test_sign_chain_flip_rate_and_correlation():
     flip = 0.1
     out = np.empty((20_000, 50))
-    gof._sign_chains(np.random.default_rng(0), 20_000, 50, flip, out)
+    sign_chains(np.random.default_rng(0), 20_000, 50, flip, out)
     n = out.size
     assert set(np.unique(out)) == {-1.0, 1.0}
     rate = np.mean(out[1:] != out[:-1])
@@ -197,7 +198,7 @@ def test_sign_chain_flip_rate_and_correlation():
 
 def test_flip_probability_rule():
     # Truth: the documented rule a = 1 / (1 + 12 tau).
-    np.testing.assert_allclose(gof._flip_probability(np.array([1.0, 3.0])), [1 / 13, 1 / 37])
+    np.testing.assert_allclose(flip_probability(np.array([1.0, 3.0])), [1 / 13, 1 / 37])
 
 
 def test_autocorrelation_time_of_ar1():

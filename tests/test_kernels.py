@@ -33,7 +33,9 @@ from reference import (
 )
 
 import steindiag
-from steindiag import _mmd, gof
+from steindiag import _mmd
+from steindiag.engine import forms
+from steindiag.stats.bootstrap import bootstrap_weights
 from steindiag.engine import products as _stein_products
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ, KERNELS, Gaussian, Matern32, Matern52, make_kernel
@@ -222,7 +224,7 @@ def test_kernel_products_match_reference(name, preconditioner):
                                atol=1e-12 * scale)
     W = np.random.default_rng(5).standard_normal((301, 4))
     np.testing.assert_allclose(
-        gof.stein_matrix_product(x, s, pre, make_kernel(name), W), K @ W, rtol=0,
+        forms.stein_matrix_product(x, s, pre, make_kernel(name), W), K @ W, rtol=0,
         atol=1e-12 * np.abs(K).sum(axis=1).max() * np.abs(W).max())
 
 
@@ -310,7 +312,7 @@ def test_ksd_test_statistic_and_bootstrap_match_reference(name):
     x, s = _draws(np.random.default_rng(10), 2, 50, 2, repeat=0.0)
     res = steindiag.ksd_test(x, score=s, kernel=name, bootstrap="iid", n_bootstrap=30, rng=3,
                              preconditioner="identity")
-    weights = gof._bootstrap_weights("iid", np.random.default_rng(3), 2, 50, 30,
+    weights = bootstrap_weights("iid", np.random.default_rng(3), 2, 50, 30,
                                      np.full(2, 0.5))
     flat_x, flat_s = x.reshape(-1, 2), s.reshape(-1, 2)
     K = stein_kernel_matrix(flat_x, flat_s, flat_x, flat_s, np.eye(2), name)

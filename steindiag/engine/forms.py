@@ -1,0 +1,95 @@
+"""Stein-kernel products with many right-hand sides, scheduled here or on a cluster.
+
+- ``quadratic_forms``: w_b^T K_p w_b for every column of an (N, B) matrix W, per chain
+  and pooled (the KSD test's observed statistic and bootstrap replicates in one pass);
+- ``stein_matrix_product``: K_p W.
+
+Both run the tiled Numba kernels of ``steindiag.engine.multi_products``, with BLAS
+limited to one thread inside them (the Numba threads already share the tiles); the
+quadratic forms can run as tasks on a dask cluster. K_p is never stored.
+"""
+
+import numpy as np
+
+# Load SciPy's BLAS (what Numba's np.dot calls) before threadpool_limits, which only limits
+# libraries already loaded.
+import scipy.linalg.cython_blas  # noqa: F401
+from threadpoolctl import threadpool_limits
+
+from steindiag.engine.multi_products import QUADRATIC_TILE_ROWS, stein_matmat, stein_quadratic_forms
+
+__all__ = ["quadratic_forms", "row_tiles", "stein_matrix_product"]
+
+
+def row_tiles(n_chain, n_draw):
+    """Row tiles of at most QUADRATIC_TILE_ROWS points, none crossing a chain boundary."""
+    starts = [c * n_draw + t for c in range(n_chain)
+              for t in range(0, n_draw, QUADRATIC_TILE_ROWS)]
+    starts = np.asarray(starts, dtype=np.int64)
+    chain_start = (starts // n_draw) * n_draw
+    stops = np.minimum(starts + QUADRATIC_TILE_ROWS, chain_start + n_draw)
+    return starts, stops, chain_start
+
+
+def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, backend=None):
+    """w_b^T K_p w_b for every column of W, per chain and (optionally) pooled.
+
+    Parameters
+    ----------
+    draws, scores : ndarray (chain, draw, d), finite float64
+    preconditioner : Preconditioner, resolved from the pooled draws
+    kernel : steindiag.kernels.BaseKernel
+    weights : ndarray (chain * draw, B), C-contiguous, rows in chain-major order
+    pooled : bool, also the forms on all chains together (cross-chain pairs included)
+    backend : None (this process) or a cluster backend (``steindiag.engine``)
+
+    Returns
+    -------
+    per_chain : ndarray (chain, B)
+        w_b^T K_p w_b on each chain alone (its rows of W).
+    pooled : ndarray (B,) or None
+
+    O(N^2 (d + B)) time for N = chain * draw if pooled (chain * draw^2 (d + B) if not),
+    O(N B) memory (W); K_p and K_p W are never stored.
+    """
+    n_chain, n_draw, d = draws.shape
+    draws_k, scores_k = preconditioner.to_kernel_coordinates(
+        draws.reshape(-1, d), scores.reshape(-1, d))
+    draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
+    scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
+    starts, stops, chain_start = row_tiles(n_chain, n_draw)
+    if backend is not None:
+        out = backend.quadratic_form_tiles(draws_t, scores_t, preconditioner, kernel,
+                                           weights, starts, stops, chain_start,
+                                           pooled)
+    else:
+        out = np.empty((starts.shape[0], 2, weights.shape[1]))
+        with threadpool_limits(limits=1, user_api="blas"):
+            stein_quadratic_forms(draws_t, scores_t, preconditioner.a,
+                                  preconditioner.isotropic, kernel.numba_kind,
+                                  kernel.numba_params,
+                                  preconditioner.trace_a, weights, starts, stops, chain_start,
+                                  pooled, out)
+    tile_chain = starts // n_draw
+    per_chain = np.zeros((n_chain, weights.shape[1]))
+    np.add.at(per_chain, tile_chain, out[:, 0])
+    return per_chain, (out.sum(axis=(0, 1)) if pooled else None)
+
+
+def stein_matrix_product(points, scores, preconditioner, kernel, weights):
+    """K_p @ W for (N, d) points and scores and an (N, B) matrix W, in one tiled pass.
+
+    O(N^2 (d + B)) time; memory O(N B) for W and the result, K_p is never stored. The
+    bootstrap itself needs only diag(W^T K_p W), which ``quadratic_forms`` computes with
+    half the products and without the (N, B) result.
+    """
+    draws_k, scores_k = preconditioner.to_kernel_coordinates(points, scores)
+    draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
+    scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    out = np.empty(weights.shape)
+    with threadpool_limits(limits=1, user_api="blas"):
+        stein_matmat(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
+                     kernel.numba_kind, kernel.numba_params, preconditioner.trace_a, weights,
+                     out)
+    return out

@@ -1,0 +1,253 @@
+"""plot_ksd_chains: each chain's final KSD against its i.i.d. floor."""
+
+import numpy as np
+import xarray as xr
+
+from steindiag.plots._common import (
+    _chain_label,
+    _check_dataset,
+    _check_target,
+    _check_visuals,
+    _figure_kwargs,
+    _new_figure,
+    _readable_log_ticks,
+    _select,
+    _use_arviz_plots,
+    _visual_kwargs,
+)
+
+_PLOT_CHAINS_VISUALS = ("ksd", "ksd_iid", "segment", "ratio")
+
+
+def _chains_table(result):
+    """Final values per chain (from ``ksd`` or the last n of ``ksd_path``)."""
+    if "n" in result["ksd"].dims:
+        n_final = int(result["n"].values[-1])
+        result = result.isel(n=-1)
+    else:
+        n_final = int(result.attrs["n_draw"]) if "n_draw" in result.attrs else None
+    return result, n_final
+
+
+def plot_ksd_chains(result, *, coords=None, visuals=None, ax=None, figsize=None, backend=None,
+                    show=False, **pc_kwargs):
+    """Final KSD of every chain against its i.i.d. floor, one row per chain plus pooled.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        Output of :func:`steindiag.ksd` (``ksd`` with dims (chain,)) or of
+        :func:`steindiag.ksd_path` (the last n is used).
+    coords : dict, optional
+        Subset of chains, e.g. ``{"chain": [0, 1]}``.
+    visuals : dict, optional
+        ``False`` hides an element, a dict passes keyword arguments to it. Keys:
+        ``"ksd"`` (a marker per chain at its KSD), ``"ksd_iid"`` (a bar at its floor),
+        ``"segment"`` (the line from floor to KSD) and ``"ratio"`` (the text
+        KSD / floor). The x label says which marker is which.
+    ax : matplotlib.axes.Axes, optional
+        Draw with plain matplotlib into this axes, even when arviz-plots is installed.
+    figsize : (float, float), optional
+        Figure size in inches when a new figure is created (default grows with chains).
+    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
+        arviz-plots backend (needs arviz-plots).
+    show : bool, default False
+        Call the backend's ``show`` after drawing.
+    **pc_kwargs
+        Passed to :meth:`arviz_plots.PlotCollection.wrap`.
+
+    Returns
+    -------
+    arviz_plots.PlotCollection or matplotlib.figure.Figure
+        As :func:`plot_ksd`.
+
+    Notes
+    -----
+    Rows are the chains (top to bottom) and, last, all chains pooled; the x axis is
+    logarithmic. The number next to each row is KSD / floor: about 1 for exact
+    independent draws, a few for a well-mixing but autocorrelated chain, and much larger
+    for a chain that is stuck or biased. A chain far to the right of the others is the
+    one to inspect. The pooled floor is lower than the chains' floors by about
+    sqrt(number of chains), because it uses all draws.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).standard_normal((4, 500, 2))
+    >>> x[3] += 1.0                                   # one chain off target
+    >>> res = steindiag.ksd(x, score=-x, preconditioner="identity")
+    >>> fig, ax = plt.subplots()
+    >>> fig = steindiag.plot_ksd_chains(res, ax=ax)
+    >>> [t.get_text() for t in ax.get_yticklabels()]
+    ['chain 0', 'chain 1', 'chain 2', 'chain 3', 'pooled']
+    >>> plt.close(fig)
+    """
+    _check_dataset(result, "result", "ksd", [("chain",), ("chain", "n")])
+    visuals = _check_visuals(visuals, _PLOT_CHAINS_VISUALS)
+    show = _check_target(ax, backend, show)
+    result = _select(result, coords, "result")
+    result, n_final = _chains_table(result)
+    if _use_arviz_plots(ax, backend):
+        return _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc_kwargs)
+    if pc_kwargs:
+        raise TypeError(
+            f"unexpected keyword arguments {sorted(pc_kwargs)}: they go to "
+            "arviz_plots.PlotCollection.wrap, which is not used with ax= or without arviz-plots."
+        )
+    return _plot_chains_matplotlib(result, n_final, visuals, ax, figsize, show)
+
+
+def _chains_layout(result):
+    n_chain = result.sizes["chain"]
+    # Chains from the top, a gap, then pooled at the bottom.
+    positions = np.arange(n_chain, 0, -1, dtype=np.float64) + 0.5
+    pooled_position = 0.0
+    labels = [_chain_label(chain) for chain in result["chain"].values]
+    return positions, pooled_position, labels
+
+
+def _ratio_text(ratio):
+    return f"\u00d7{ratio:.1f}" if ratio < 10 else f"\u00d7{ratio:.0f}"
+
+
+def _xlabel_chains(n_final):
+    tail = "" if n_final is None else f", n = {n_final} per chain"
+    return f"KSD (dot) and i.i.d. floor (bar){tail}"
+
+
+_CHAINS_TITLE = "Final KSD per chain (numbers: KSD / i.i.d. floor)"
+
+
+def _plot_chains_matplotlib(result, n_final, visuals, ax, figsize, show):
+    import matplotlib.pyplot as plt
+
+    positions, pooled_position, labels = _chains_layout(result)
+    fig, ax, _ = _new_figure(ax, figsize, (7.5, 1.6 + 0.4 * (len(positions) + 2)))
+    ksd = np.append(result["ksd"].values, result["ksd_pooled"].values)
+    floor = np.append(result["ksd_iid"].values, result["ksd_iid_pooled"].values)
+    rows = np.append(positions, pooled_position)
+    colors = [f"C{i % 10}" for i in range(len(positions))] + ["k"]
+    gids = [f"[{chain}]" for chain in result["chain"].values] + ["_pooled"]
+
+    kw_segment = _visual_kwargs(visuals, "segment", {"color": "0.6", "linewidth": 1.2})
+    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|", "markersize": 14,
+                                                  "markeredgewidth": 2, "linestyle": "none"})
+    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8, "linestyle": "none"})
+    kw_ratio = _visual_kwargs(visuals, "ratio", {"fontsize": "small", "va": "center", "ha": "left"})
+    for i, (row, value, base) in enumerate(zip(rows, ksd, floor)):
+        if kw_segment is not None:
+            line, = ax.plot([base, value], [row, row], **kw_segment)
+            line.set_gid(f"segment{gids[i]}")
+        if kw_iid is not None:
+            line, = ax.plot([base], [row], **kw_iid)
+            line.set_gid(f"ksd_iid{gids[i]}")
+        if kw_ksd is not None:
+            line, = ax.plot([value], [row], **{"color": colors[i], **kw_ksd})
+            line.set_gid(f"ksd{gids[i]}")
+        if kw_ratio is not None:
+            text = ax.text(max(value, base) * 1.12, row, _ratio_text(value / base), **kw_ratio)
+            text.set_gid(f"ratio{gids[i]}")
+    ax.set_xscale("log")
+    low, high = np.min(np.minimum(ksd, floor)), np.max(np.maximum(ksd, floor))
+    ax.set_xlim(low / 1.5, high * 2.2)  # room for the ratio text
+    _readable_log_ticks(ax.xaxis)
+    ax.set_yticks(rows, labels + ["pooled"])
+    ax.set_ylim(pooled_position - 0.8, positions[0] + 0.8)
+    ax.axhline((pooled_position + positions[-1]) / 2, color="0.85", linewidth=0.8, zorder=0)
+    ax.set_xlabel(_xlabel_chains(n_final))
+    ax.set_title(_CHAINS_TITLE, fontsize="medium")
+    if show:
+        plt.show()
+    return fig
+
+
+def _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc_kwargs):
+    from arviz_base import rcParams
+    from arviz_plots import PlotCollection
+    from arviz_plots.plot_collection import backend_from_object
+    from arviz_plots.visuals import (
+        annotate_xy,
+        hline,
+        labelled_title,
+        labelled_x,
+        line_xy,
+        scatter_xy,
+        set_xscale,
+        set_xlim,
+        set_ylim,
+    )
+
+    def set_yticks(da, target, values, labels):
+        return backend_from_object(target).yticks(values, labels, target)
+
+    if backend is None:
+        backend = rcParams["plot.backend"]
+    positions, pooled_position, labels = _chains_layout(result)
+    pc_kwargs = dict(pc_kwargs)
+    pc_kwargs.setdefault("aes", {"color": ["chain"]})
+    figure_kwargs = _figure_kwargs(pc_kwargs, backend,
+                                   figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)))
+    pc = PlotCollection.wrap(
+        result[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs, **pc_kwargs
+    )
+    no_aes = set(pc.aes_set)
+    chain_rows = xr.DataArray(positions, dims=["chain"], coords={"chain": result["chain"]})
+    ksd, floor = result["ksd"], result["ksd_iid"]
+    ksd_pooled, floor_pooled = result["ksd_pooled"], result["ksd_iid_pooled"]
+
+    def segment(value, base, row):
+        return xr.concat([xr.concat([base, value], "end"), xr.concat([row, row], "end")],
+                         "plot_axis").assign_coords(plot_axis=["x", "y"])
+
+    kw = _visual_kwargs(visuals, "segment", {"color": "B2", "width": 1.2})
+    if kw is not None:
+        pc.map(line_xy, "segment", data=segment(ksd, floor, chain_rows).rename("segment"), **kw)
+        pooled_row = xr.DataArray(pooled_position)
+        pc.map(line_xy, "segment_pooled",
+               data=segment(ksd_pooled, floor_pooled, pooled_row).rename("segment_pooled"),
+               ignore_aes=no_aes, **kw)
+    kw = _visual_kwargs(visuals, "ksd_iid", {"color": "B1", "marker": "|", "size": 160, "width": 2})
+    if kw is not None:
+        pc.map(scatter_xy, "ksd_iid", data=floor, y=chain_rows, **kw)
+        pc.map(scatter_xy, "ksd_iid_pooled", data=floor_pooled, y=pooled_position,
+               ignore_aes=no_aes, **kw)
+    kw = _visual_kwargs(visuals, "ksd", {"marker": "o", "size": 50})
+    if kw is not None:
+        pc.map(scatter_xy, "ksd", data=ksd, y=chain_rows, **kw)
+        pc.map(scatter_xy, "ksd_pooled", data=ksd_pooled, y=pooled_position, ignore_aes=no_aes,
+               **{"color": "B1", **kw})
+    kw = _visual_kwargs(visuals, "ratio", {"color": "B1", "horizontal_align": "left",
+                                           "vertical_align": "center", "size": 9})
+    if kw is not None:
+        pc.map(annotate_xy, "ratio", data=(ksd / floor).rename("ratio"), text=_ratio_text,
+               x=np.maximum(ksd, floor) * 1.12, y=chain_rows, **kw)
+        pc.map(annotate_xy, "ratio_pooled", data=(ksd_pooled / floor_pooled).rename("ratio_pooled"),
+               text=_ratio_text, x=float(np.maximum(ksd_pooled, floor_pooled)) * 1.12,
+               y=pooled_position, ignore_aes=no_aes, **kw)
+
+    all_values = np.concatenate(
+        [ksd.values, floor.values, [ksd_pooled.item(), floor_pooled.item()]]
+    )
+    anchor = ksd_pooled.rename("axes")
+    pc.map(set_xscale, "xscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
+    pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
+           limits=(all_values.min() / 1.5, all_values.max() * 2.2))
+    pc.map(set_ylim, "ylim", data=anchor, ignore_aes=no_aes, store_artist=False,
+           limits=(pooled_position - 0.8, positions[0] + 0.8))
+    pc.map(set_yticks, "yticks", data=anchor, ignore_aes=no_aes, store_artist=False,
+           values=list(np.append(positions, pooled_position)), labels=labels + ["pooled"])
+    pc.map(hline, "separator", data=xr.DataArray((pooled_position + positions[-1]) / 2, name="sep"),
+           ignore_aes=no_aes, color="B3", width=0.8)
+    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text=_xlabel_chains(n_final),
+           color="B1")
+    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes, text=_CHAINS_TITLE,
+           color="B1")
+    if pc.backend == "matplotlib":
+        pc.map(lambda da, target: _readable_log_ticks(target.xaxis), "xticks", data=anchor,
+               ignore_aes=no_aes, store_artist=False)
+    if show:
+        pc.show()
+    return pc

@@ -1,0 +1,253 @@
+"""plot_ksd: the running KSD against the number of draws, per chain and pooled."""
+
+import numpy as np
+import xarray as xr
+
+from steindiag.plots._common import (
+    _chain_label,
+    _check_dataset,
+    _check_target,
+    _check_visuals,
+    _figure_kwargs,
+    _new_figure,
+    _select,
+    _use_arviz_plots,
+    _visual_kwargs,
+)
+
+_PLOT_KSD_VISUALS = ("ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled", "guide", "legend")
+_KSD_LABEL = "KSD (square root of the V-statistic)"
+_GUIDE_LABEL = "slope \u22121/2"
+
+
+def _slope_guide(n, ksd_pooled):
+    """Reference line of slope -1/2 through the pooled curve at n0 ~ n_max / 100.
+
+    An exact sampler's KSD falls like n^(-1/2): a curve that runs parallel to the guide
+    decays at the Monte Carlo rate, one that flattens above it has stalled.
+    """
+    n = np.asarray(n, dtype=np.float64)
+    ksd_pooled = np.asarray(ksd_pooled, dtype=np.float64)
+    start = int(np.searchsorted(n, max(n[0], n[-1] / 100.0)))
+    start = min(start, n.size - 2) if n.size >= 2 else 0
+    n_guide = n[start:]
+    return n_guide, ksd_pooled[start] * np.sqrt(n[start] / n_guide)
+
+
+def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=None,
+             show=False, **pc_kwargs):
+    """Running KSD against the number of draws, per chain and pooled, on log-log axes.
+
+    Parameters
+    ----------
+    path : xarray.Dataset
+        Output of :func:`steindiag.ksd_path`: ``ksd`` (chain, n), ``ksd_pooled`` (n),
+        ``ksd_iid`` (chain, n) and ``ksd_iid_pooled`` (n).
+    coords : dict, optional
+        Subset to plot, e.g. ``{"chain": [0, 2]}`` or ``{"n": slice(100, None)}``.
+        The pooled lines always describe all chains of the run.
+    visuals : dict, optional
+        One entry per drawn element; ``False`` hides it, a dict passes keyword
+        arguments to the line (``color``, ``linestyle``, ``alpha``, ...; matplotlib names
+        on the matplotlib path, arviz-plots names such as ``width`` on the
+        PlotCollection path). Keys:
+
+        * ``"ksd"``: one line per chain (coloured by chain);
+        * ``"ksd_pooled"``: all chains pooled (thick, black);
+        * ``"ksd_iid"``: each chain's i.i.d. floor (thin, grey, dashed);
+        * ``"ksd_iid_pooled"``: the pooled i.i.d. floor (black, dotted);
+        * ``"guide"``: a slope -1/2 line through the pooled curve at about n_max / 100;
+        * ``"legend"``: the legend.
+    ax : matplotlib.axes.Axes, optional
+        Draw with plain matplotlib into this axes (ArviZ 0.x convention), even when
+        arviz-plots is installed.
+    figsize : (float, float), optional
+        Figure size in inches when a new figure is created.
+    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
+        arviz-plots backend (needs arviz-plots). Defaults to arviz-plots' own default.
+    show : bool, default False
+        Call the backend's ``show`` after drawing.
+    **pc_kwargs
+        Passed to :meth:`arviz_plots.PlotCollection.wrap` (e.g. ``figure_kwargs``).
+
+    Returns
+    -------
+    arviz_plots.PlotCollection or matplotlib.figure.Figure
+        A PlotCollection (its ``viz`` holds the artists under the ``visuals`` keys) when
+        arviz-plots is installed and ``ax`` is None; otherwise the matplotlib Figure.
+
+    Notes
+    -----
+    ``ksd`` at n is sqrt(S_n) / n with S_n the sum of k_p over all pairs of the first n
+    draws (see the Background page of the docs). The i.i.d. floor
+    sqrt(mean_i k_p(x_i, x_i) / n) is what
+    exact independent draws of the target reach on average; it falls like n^(-1/2).
+    Reading the plot: a chain whose curve runs parallel to the floor (and to the guide)
+    and stays a roughly constant factor above it is mixing (the factor grows with
+    autocorrelation); a curve that flattens while the floor keeps falling has stalled on
+    a biased answer; one chain far above the others is the chain to inspect (see
+    :func:`plot_ksd_chains`). Compare each curve with the floor of the same n, never
+    with zero.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np, steindiag
+    >>> x = np.random.default_rng(0).standard_normal((4, 1000, 2))
+    >>> path = steindiag.ksd_path(x, score=-x, n_points=30)
+    >>> fig, ax = plt.subplots()
+    >>> fig = steindiag.plot_ksd(path, ax=ax)
+    >>> ax.get_xscale(), ax.get_yscale()
+    ('log', 'log')
+    >>> plt.close(fig)
+    """
+    _check_dataset(path, "path", "ksd_path", [("chain", "n")])
+    visuals = _check_visuals(visuals, _PLOT_KSD_VISUALS)
+    show = _check_target(ax, backend, show)
+    path = _select(path, coords, "path")
+    if path.sizes["n"] < 2:
+        raise ValueError(
+            f"path must hold at least 2 values of n to draw a curve; got {path.sizes['n']}."
+        )
+    if _use_arviz_plots(ax, backend):
+        return _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs)
+    if pc_kwargs:
+        raise TypeError(
+            f"unexpected keyword arguments {sorted(pc_kwargs)}: they go to "
+            "arviz_plots.PlotCollection.wrap, which is not used with ax= or without arviz-plots."
+        )
+    return _plot_ksd_matplotlib(path, visuals, ax, figsize, show)
+
+
+def _plot_ksd_matplotlib(path, visuals, ax, figsize, show):
+    import matplotlib.pyplot as plt
+
+    fig, ax, created = _new_figure(ax, figsize, (8.0, 4.5))
+    n = path["n"].values
+    chains = path["chain"].values
+
+    # Drawn in legend order; zorder keeps the floors under the curves.
+    kw_chain = _visual_kwargs(visuals, "ksd", {"linewidth": 1.4, "alpha": 0.9, "zorder": 2.2})
+    if kw_chain is not None:
+        for i, chain in enumerate(chains):
+            line, = ax.plot(n, path["ksd"].values[i], **{
+                "color": f"C{i % 10}", "label": _chain_label(chain), **kw_chain})
+            line.set_gid(f"ksd[{chain}]")
+    kw_pooled = _visual_kwargs(visuals, "ksd_pooled", {
+        "color": "k", "linewidth": 2.4, "zorder": 2.4, "label": "pooled (all chains)"})
+    if kw_pooled is not None:
+        line, = ax.plot(n, path["ksd_pooled"].values, **kw_pooled)
+        line.set_gid("ksd_pooled")
+    kw_iid_pooled = _visual_kwargs(visuals, "ksd_iid_pooled", {
+        "color": "k", "linestyle": ":", "linewidth": 1.4, "zorder": 2.1,
+        "label": "i.i.d. floor, pooled"})
+    if kw_iid_pooled is not None:
+        line, = ax.plot(n, path["ksd_iid_pooled"].values, **kw_iid_pooled)
+        line.set_gid("ksd_iid_pooled")
+    kw_iid = _visual_kwargs(visuals, "ksd_iid", {
+        "color": "0.55", "linestyle": "--", "linewidth": 0.9, "zorder": 2.0})
+    if kw_iid is not None:
+        for i, chain in enumerate(chains):
+            line, = ax.plot(n, path["ksd_iid"].values[i], **{
+                "label": "i.i.d. floor, each chain" if i == 0 else "_nolegend_", **kw_iid})
+            line.set_gid(f"ksd_iid[{chain}]")
+    kw_guide = _visual_kwargs(visuals, "guide", {
+        "color": "0.35", "linestyle": "-.", "linewidth": 1.0, "zorder": 2.0,
+        "label": _GUIDE_LABEL})
+    if kw_guide is not None:
+        line, = ax.plot(*_slope_guide(n, path["ksd_pooled"].values), **kw_guide)
+        line.set_gid("guide")
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("draws per chain, n")
+    ax.set_ylabel(_KSD_LABEL)
+    legend_place = ({"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if created
+                    else {"loc": "best"})
+    kw_legend = _visual_kwargs(visuals, "legend", {"fontsize": "small", "frameon": False,
+                                                   **legend_place})
+    if kw_legend is not None:
+        ax.legend(**kw_legend)
+    if show:
+        plt.show()
+    return fig
+
+
+def _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs):
+    from arviz_base import rcParams
+    from arviz_plots import PlotCollection
+    from arviz_plots.visuals import labelled_x, labelled_y, line_xy, set_xscale, set_yscale
+
+    if backend is None:
+        backend = rcParams["plot.backend"]
+    pc_kwargs = dict(pc_kwargs)
+    pc_kwargs.setdefault("aes", {"color": ["chain"]})
+    figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize or (8.0, 4.5))
+    pc = PlotCollection.wrap(
+        path[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs, **pc_kwargs
+    )
+    n = path["n"]
+    no_aes = set(pc.aes_set)
+
+    kw = _visual_kwargs(visuals, "ksd_iid", {"color": "B2", "linestyle": "C1", "width": 0.9})
+    if kw is not None:
+        # One line per chain (the chain aesthetic loops), all in the neutral floor colour.
+        pc.map(line_xy, "ksd_iid", data=path["ksd_iid"], x=n, **kw)
+    kw = _visual_kwargs(visuals, "ksd", {"width": 1.4})
+    if kw is not None:
+        pc.map(line_xy, "ksd", data=path["ksd"], x=n, **kw)
+    kw = _visual_kwargs(visuals, "ksd_iid_pooled", {"color": "B1", "linestyle": "C2", "width": 1.4})
+    if kw is not None:
+        pc.map(line_xy, "ksd_iid_pooled", data=path["ksd_iid_pooled"], x=n, ignore_aes=no_aes, **kw)
+    kw = _visual_kwargs(visuals, "ksd_pooled", {"color": "B1", "width": 2.4})
+    if kw is not None:
+        pc.map(line_xy, "ksd_pooled", data=path["ksd_pooled"], x=n, ignore_aes=no_aes, **kw)
+    kw = _visual_kwargs(visuals, "guide", {"color": "B2", "linestyle": "C3", "width": 1.0})
+    if kw is not None:
+        n_guide, y_guide = _slope_guide(n.values, path["ksd_pooled"].values)
+        guide = xr.DataArray(y_guide, dims=["n_guide"], name="guide")
+        pc.map(line_xy, "guide", data=guide, x=n_guide, ignore_aes=no_aes, **kw)
+
+    anchor = path["ksd_pooled"]  # any variable without chain: one call per plot
+    pc.map(set_xscale, "xscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
+    pc.map(set_yscale, "yscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
+    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="draws per chain, n",
+           color="B1")
+    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text=_KSD_LABEL, color="B1")
+
+    kw_legend = _visual_kwargs(visuals, "legend", {})
+    if kw_legend is not None:
+        if "color" in pc.aes_set:
+            pc.add_legend("chain", **kw_legend)
+        _reference_legend(pc, visuals)
+    if show:
+        pc.show()
+    return pc
+
+
+def _reference_legend(pc, visuals):
+    """Second legend (pooled, floors, guide) through the arviz-plots backend's legend."""
+    from importlib import import_module
+
+    entries = [
+        ("ksd_pooled", "pooled (all chains)", {"color": "B1", "width": 2.4}),
+        ("ksd_iid_pooled", "i.i.d. floor, pooled",
+         {"color": "B1", "linestyle": "C2", "width": 1.4}),
+        ("ksd_iid", "i.i.d. floor, each chain", {"color": "B2", "linestyle": "C1", "width": 0.9}),
+        ("guide", _GUIDE_LABEL, {"color": "B2", "linestyle": "C3", "width": 1.0}),
+    ]
+    kwarg_list, label_list = [], []
+    for key, label, defaults in entries:
+        kw = _visual_kwargs(visuals, key, defaults)
+        if kw is not None:
+            kwarg_list.append({k: v for k, v in kw.items()
+                               if k in ("color", "linestyle", "width", "alpha")})
+            label_list.append(label)
+    if not kwarg_list or pc.backend != "matplotlib":
+        # Other backends build legends from mapped aesthetics only; the reference lines are
+        # described in the docstring and keep their fixed styles.
+        return
+    legend = import_module(f"arviz_plots.backend.{pc.backend}").legend
+    pc.viz["legend/reference"] = legend(pc, kwarg_list, label_list, title="reference")

@@ -1,0 +1,81 @@
+"""Bootstrap weights and p-values of the KSD test (NumPy only).
+
+The test's statistic and its bootstrap replicates are quadratic forms w^T K_p w in the
+Stein kernel matrix, one weight vector w per replicate: column 0 all ones (the
+observed V-statistic), then the bootstrap columns built here. The wild bootstrap's
+weights are +-1 Markov sign chains whose runs outlast the chain's autocorrelation
+(Chwialkowski, Strathmann & Gretton 2016); the i.i.d. bootstrap is the same with
+independent signs; the multinomial bootstrap uses centred resampling counts. See the
+Background page of the docs.
+"""
+
+import numpy as np
+
+__all__ = ["bootstrap_pvalue", "bootstrap_weights", "flip_probability", "multinomial_weights",
+           "sign_chains"]
+
+
+# The wild bootstrap's sign chain keeps its sign for 1 + _SIGN_RUN_PER_TAU * tau draws on
+# average, tau the chain's integrated autocorrelation time (see ``flip_probability``).
+_SIGN_RUN_PER_TAU = 12.0
+
+
+# Rows of W generated at a time (bounds the temporaries to O(_SIGN_CHUNK * B)).
+_SIGN_CHUNK = 2048
+
+
+def flip_probability(tau):
+    """Flip probability a of the sign chain for a chain with autocorrelation time tau.
+
+    A sign chain that flips with probability a has correlation (1 - 2a)^k at lag k and
+    keeps its sign for 1 / a draws on average; a = 1 / (1 + 12 tau) makes that run 12
+    times the chain's autocorrelation time (tau = 1, independent draws: a = 1/13).
+    """
+    return 1.0 / (1.0 + _SIGN_RUN_PER_TAU * np.asarray(tau, dtype=np.float64))
+
+
+def sign_chains(rng, n_draw, n_bootstrap, flip, out):
+    """out (n_draw, B) <- B independent +-1 Markov chains flipping with probability ``flip``.
+
+    The first sign is +-1 with probability 1/2 each, so every W_t is Rademacher; with
+    flip = 1/2 the signs are independent (the Rademacher bootstrap).
+    """
+    sign = np.where(rng.random(n_bootstrap) < 0.5, -1.0, 1.0)
+    for start in range(0, n_draw, _SIGN_CHUNK):
+        stop = min(start + _SIGN_CHUNK, n_draw)
+        flips = rng.random((stop - start, n_bootstrap)) < flip
+        if start == 0:
+            flips[0] = False
+        parity = np.logical_xor.accumulate(flips, axis=0)
+        out[start:stop] = np.where(parity, -sign, sign)
+        sign = out[stop - 1].copy()
+
+
+def multinomial_weights(rng, n_draw, n_bootstrap, out):
+    """out (n_draw, B) <- centred multinomial counts (c_i - 1), c ~ Multinomial(n, 1/n)."""
+    pvals = np.full(n_draw, 1.0 / n_draw)
+    for start in range(0, n_bootstrap, 64):
+        stop = min(start + 64, n_bootstrap)
+        out[:, start:stop] = rng.multinomial(n_draw, pvals, size=stop - start).T - 1.0
+
+
+def bootstrap_weights(kind, rng, n_chain, n_draw, n_bootstrap, flip):
+    """W (chain * draw, 1 + B), C-contiguous: column 0 all ones, then the B bootstrap columns.
+
+    Each chain's rows are drawn independently of the other chains'.
+    """
+    weights = np.empty((n_chain * n_draw, 1 + n_bootstrap))
+    weights[:, 0] = 1.0
+    for c in range(n_chain):
+        rows = weights[c * n_draw : (c + 1) * n_draw, 1:]
+        if kind == "multinomial":
+            multinomial_weights(rng, n_draw, n_bootstrap, rows)
+        else:
+            sign_chains(rng, n_draw, n_bootstrap, flip[c], rows)
+    return weights
+
+
+def bootstrap_pvalue(bootstrap_statistics, observed):
+    """(1 + #{b : B_b >= observed}) / (1 + B), along the last axis."""
+    exceed = np.sum(bootstrap_statistics >= observed[..., None], axis=-1)
+    return (1.0 + exceed) / (1.0 + bootstrap_statistics.shape[-1])

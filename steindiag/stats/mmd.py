@@ -1,0 +1,105 @@
+"""MMD^2 estimates and block-permutation p-values from kernel sums between blocks (NumPy only).
+
+The draws are cut into contiguous blocks ("units"); the engine returns G[u, v], the sum of
+the base kernel over all pairs of draws in units u and v. Every MMD^2 of the ``mmd``
+function, and every permuted replicate of it, is a ratio of sums of G's entries, computed
+here without touching the draws again. See the Background page of the docs.
+"""
+
+import numpy as np
+
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+
+__all__ = ["BLOCK_PER_TAU", "MAX_AUTO_BLOCKS", "auto_block_length", "block_units", "far_pair_sums",
+           "mmd2_from_sums", "permutation_pvalue", "split_statistic"]
+
+
+# Automatic block length: this many integrated autocorrelation times (see ``mmd`` Notes).
+BLOCK_PER_TAU = 5.0
+
+
+# The automatic block length gives each chain at most this many blocks (longer blocks for
+# long, weakly correlated chains): permutations cost O(n_permutations U^2) for U blocks.
+MAX_AUTO_BLOCKS = 100
+
+
+# Permutations evaluated at a time (bounds the (chunk, units) temporaries).
+_PERMUTATION_CHUNK = 1024
+
+
+def mmd2_from_sums(sums_xx, sums_yy, sums_xy, n_x, n_y):
+    """Unbiased MMD^2 from the three kernel sums (self-pairs excluded from the first two)."""
+    return (sums_xx / (n_x * (n_x - 1.0)) + sums_yy / (n_y * (n_y - 1.0))
+            - 2.0 * sums_xy / (n_x * n_y))
+
+
+def split_statistic(sums, counts, in_x):
+    """MMD^2 between the units with in_x (P, U) true and the others, for each row of in_x.
+
+    ``sums[u, v]`` are kernel sums between units and ``counts[u, v]`` the numbers of
+    pairs they hold (both symmetric): each of the three terms is a mean over the pairs it
+    includes. With y = 1 - z, z^T G y = z^T G 1 - z^T G z and
+    y^T G y = 1^T G 1 - 2 z^T G 1 + z^T G z, so one product z G per matrix suffices.
+    """
+    z = in_x.astype(np.float64)
+
+    def terms(matrix):
+        zg = z @ matrix
+        xx = np.einsum("pu,pu->p", zg, z)
+        x_all = zg.sum(axis=1)
+        return xx, x_all - xx, matrix.sum() - 2.0 * x_all + xx
+
+    s_xx, s_xy, s_yy = terms(sums)
+    n_xx, n_xy, n_yy = terms(counts)
+    return s_xx / n_xx + s_yy / n_yy - 2.0 * s_xy / n_xy
+
+
+def far_pair_sums(G, sizes, unit_chain):
+    """Sums and pair counts for the permutation statistic: near pairs left out.
+
+    Pairs inside one block, or in adjacent blocks of the same chain, are the ones whose
+    draws are correlated; they are left out of the statistic (observed and permuted
+    alike), so every pair it uses is at least one block apart in its chain, or in
+    different chains.
+    """
+    n_units = G.shape[0]
+    index = np.arange(n_units)
+    near = (unit_chain[:, None] == unit_chain[None, :]) & (
+        np.abs(index[:, None] - index[None, :]) <= 1)
+    counts = np.outer(sizes, sizes)
+    return np.where(near, 0.0, G), np.where(near, 0.0, counts)
+
+
+def permutation_pvalue(sums, counts, n_x_units, n_permutations, rng):
+    """Block-permutation p-value: units 0..n_x_units-1 against the rest.
+
+    Each permutation assigns n_x_units of the units, chosen uniformly at random, to the
+    first sample. p = (1 + #{permuted >= observed}) / (1 + n_permutations).
+    """
+    n_units = sums.shape[0]
+    observed_split = np.zeros((1, n_units), dtype=bool)
+    observed_split[0, :n_x_units] = True
+    observed = split_statistic(sums, counts, observed_split)[0]
+    exceed = 0
+    for start in range(0, n_permutations, _PERMUTATION_CHUNK):
+        count = min(_PERMUTATION_CHUNK, n_permutations - start)
+        order = np.argsort(rng.random((count, n_units)), axis=1)
+        in_x = order < n_x_units
+        exceed += int(np.sum(split_statistic(sums, counts, in_x) >= observed))
+    return (1.0 + exceed) / (1.0 + n_permutations)
+
+
+def block_units(n_chain, n_draw, block_length):
+    """Start of every block of ``block_length`` draws (the last of a chain may be longer)."""
+    n_blocks = max(1, n_draw // block_length)
+    per_chain = [c * n_draw + b * block_length for c in range(n_chain) for b in range(n_blocks)]
+    return np.asarray(per_chain + [n_chain * n_draw], dtype=np.int64), n_blocks
+
+
+def auto_block_length(draws_list):
+    """max(ceil(5 tau), ceil(T / 100)) over the samples, tau the largest over chains."""
+    tau = max(integrated_autocorrelation_time(chain_draws).max()
+              for draws in draws_list for chain_draws in draws)
+    longest = max(draws.shape[1] for draws in draws_list)
+    length = max(int(np.ceil(BLOCK_PER_TAU * tau)), -(-longest // MAX_AUTO_BLOCKS))
+    return length, float(tau)
