@@ -1,7 +1,7 @@
 """Minimum kernel Stein discrepancy estimation for models known up to a constant.
 
 Data flow: data (n, d) + score_fn(x, theta) -> one preconditioner fixed from the data
--> kernel coordinates (the map is linear in the scores) -> either
+-> kernel coordinates (the map is linear in the scores) -> ``methods.estimation``: either
 
 - linear scores s_theta(x) = A(x) theta + b(x): the sums Q, v of the quadratic
   KSD^2_U(theta) = theta^T Q theta + 2 v^T theta + const from one pass of
@@ -19,21 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from steindiag.engine import svgd as _svgd_kernels
-from steindiag.engine.local import stein_row_sums
 from steindiag.kernels.preconditioner import make_preconditioner
-from steindiag.engine.products import KernelPoints
 from steindiag._validate import check_kernel_args
-from steindiag.kernels import IMQ
+from steindiag.methods.estimation import KSDObjective, closed_form_fit, numerical_fit
 
 __all__ = ["min_ksd_fit", "MinKSDFit"]
-
-# Central-difference step in theta (relative to max(1, |theta_a|)): about eps^(1/3),
-# the step that balances truncation and rounding for a smooth function. For a linear
-# score the differenced quantities are quadratic in theta and the differences exact.
-_FD_STEP = 1e-5
-# A declared-linear score must reproduce A(x) theta + b(x) to this relative accuracy.
-_LINEARITY_RTOL = 1e-8
 
 
 @dataclass(kw_only=True)
@@ -129,185 +119,6 @@ def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bou
     if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
     return x, theta0, parameter_names
-
-
-class _Objective:
-    """KSD^2_U(theta), its gradient and the pieces of its standard error.
-
-    Everything is in the kernel coordinates of the fixed preconditioner: z = V^T (x /
-    scale), s_z = V^T (scale * s), a linear map of the scores (``to_kernel``), so a
-    score linear in theta stays linear.
-    """
-
-    def __init__(self, x, score_fn, score_jacobian, pre, c, beta):
-        self.x = x
-        self.n, self.d = x.shape
-        self.score_fn = score_fn
-        self.score_jacobian = score_jacobian
-        self.pre = pre
-        self.c, self.beta = c, beta
-        self.c2 = c * c
-        self.z, _ = pre.to_kernel_coordinates(x, np.zeros_like(x))
-        self.pairs = self.n * (self.n - 1)
-        self.evaluations = 0
-
-    def to_kernel(self, scores):
-        """Map (n, d) scores to kernel coordinates."""
-        return self.pre.to_kernel_coordinates(self.x, scores)[1]
-
-    def scores(self, theta):
-        self.evaluations += 1
-        try:
-            value = self.score_fn(self.x.copy(), theta.copy())
-        except Exception as err:
-            raise ValueError(
-                f"score_fn raised {type(err).__name__} at theta={theta.tolist()}: {err}"
-            ) from err
-        value = np.asarray(value, dtype=np.float64)
-        if value.shape == (self.n,) and self.d == 1:
-            value = value[:, None]
-        if value.shape != (self.n, self.d):
-            raise ValueError(f"score_fn returned shape {value.shape}; expected (n, d) = "
-                             f"({self.n}, {self.d}).")
-        if not np.all(np.isfinite(value)):
-            raise ValueError(f"score_fn returned non-finite values at theta={theta.tolist()}.")
-        return value
-
-    def value(self, scores):
-        """KSD^2_U and KSD (sqrt of the V-statistic) for (n, d) scores in x-space."""
-        sums = stein_row_sums(self.x[None], scores[None], kernel=IMQ(c=self.c, beta=self.beta),
-                              preconditioner=self.pre)
-        off = 2.0 * float(sums.row_all.sum())
-        diagonal = float(sums.diagonal.sum())
-        return off / self.pairs, np.sqrt(max(off + diagonal, 0.0)) / self.n
-
-    def stein_sums(self, scores_k):
-        """h_i = sum_(j != i) [k(z_i, z_j) s_j + grad_(z_j) k(z_j, z_i)], kernel coords.
-
-        d KSD^2_U / d s_i = 2 h_i / (n (n - 1)) (see the Background page of the docs).
-        """
-        values_sum, grad_sum = _svgd_kernels.kernel_vector_sums(
-            self.z, scores_k, self.pre.a, kind=_svgd_kernels.IMQ, c2=self.c2, beta=self.beta)
-        return values_sum - self.c2**self.beta * scores_k + grad_sum
-
-    def jacobian(self, theta, k):
-        """d s(x_i) / d theta, (n, d, k), in kernel coordinates."""
-        if self.score_jacobian is not None:
-            try:
-                jac = np.asarray(self.score_jacobian(self.x.copy(), theta.copy()),
-                                 dtype=np.float64)
-            except Exception as err:
-                raise ValueError(f"score_jacobian raised {type(err).__name__}: {err}") from err
-            if jac.shape != (self.n, self.d, k):
-                raise ValueError(f"score_jacobian returned shape {jac.shape}; expected "
-                                 f"(n, d, k) = ({self.n}, {self.d}, {k}).")
-            if not np.all(np.isfinite(jac)):
-                raise ValueError("score_jacobian returned non-finite values.")
-        else:
-            jac = np.empty((self.n, self.d, k))
-            for a in range(k):
-                step = _FD_STEP * max(1.0, abs(theta[a]))
-                plus, minus = theta.copy(), theta.copy()
-                plus[a] += step
-                minus[a] -= step
-                jac[:, :, a] = (self.scores(plus) - self.scores(minus)) / (2.0 * step)
-        return np.stack([self.to_kernel(jac[:, :, a]) for a in range(k)], axis=2)
-
-    def value_and_gradient(self, theta):
-        scores = self.scores(theta)
-        value, _ = self.value(scores)
-        h = self.stein_sums(self.to_kernel(scores))
-        jac = self.jacobian(theta, theta.size)
-        gradient = 2.0 * np.einsum("ida,id->a", jac, h) / self.pairs
-        return value, gradient
-
-    def row_sum_gradients(self, theta):
-        """d/d theta of r_i = sum_(j != i) k_p(x_i, x_j), (n, k), by central differences."""
-        k = theta.size
-        out = np.empty((self.n, k))
-        for a in range(k):
-            step = _FD_STEP * max(1.0, abs(theta[a]))
-            rows = []
-            for sign in (1.0, -1.0):
-                shifted = theta.copy()
-                shifted[a] += sign * step
-                points = KernelPoints(self.x, self.scores(shifted), self.pre,
-                                      IMQ(c=self.c, beta=self.beta))
-                rows.append(points.matvec(np.ones(self.n)) - points.diagonal)
-            out[:, a] = (rows[0] - rows[1]) / (2.0 * step)
-        return out
-
-
-def _linear_pieces(objective, theta0):
-    """A(x) (n, d, k) and b(x) (n, d) of a score declared linear, checked at two points."""
-    k = theta0.size
-    b = objective.scores(np.zeros(k))
-    eye = np.eye(k)
-    A = np.stack([objective.scores(eye[a]) - b for a in range(k)], axis=2)
-    for theta in (theta0, theta0 + 1.0):
-        direct = objective.scores(theta)
-        combined = np.einsum("nda,a->nd", A, theta) + b
-        # The size of the terms being added: rounding is relative to it.
-        size = (np.abs(direct).max() + np.abs(b).max()
-                + np.einsum("nda,a->nd", np.abs(A), np.abs(theta)).max())
-        if np.abs(direct - combined).max() > _LINEARITY_RTOL * max(size, 1e-300):
-            raise ValueError(
-                "linear=True but score_fn is not linear (affine) in theta: at "
-                f"theta={theta.tolist()} it differs from A(x) theta + b(x) (read off at "
-                "theta = 0 and the unit vectors) by "
-                f"{np.abs(direct - combined).max():.3g}. Use linear=False."
-            )
-    return A, b
-
-
-def _closed_form(objective, theta0):
-    """theta = -Q^-1 v for KSD^2_U = theta^T Q theta + 2 v^T theta + const."""
-    A, b = _linear_pieces(objective, theta0)
-    n, d, k = A.shape
-    A_k = np.stack([objective.to_kernel(A[:, :, a]) for a in range(k)], axis=2)
-    b_k = objective.to_kernel(b)
-    # One pass for every column: base-kernel sums of A's columns and of b, and the
-    # gradient sums g_i = sum_j grad_(z_j) k(z_j, z_i).
-    values = np.concatenate([A_k.reshape(n, d * k), b_k], axis=1)
-    values_sum, g = _svgd_kernels.kernel_vector_sums(
-        objective.z, values, objective.pre.a, kind=_svgd_kernels.IMQ, c2=objective.c2,
-        beta=objective.beta)
-    values_sum -= objective.c2**objective.beta * values  # leave out j = i
-    KA = values_sum[:, : d * k].reshape(n, d, k)
-    Kb = values_sum[:, d * k :]
-    Q = np.einsum("nda,ndb->ab", A_k, KA) / objective.pairs
-    Q = 0.5 * (Q + Q.T)
-    v = np.einsum("nda,nd->a", A_k, g + Kb) / objective.pairs
-    try:
-        cholesky = np.linalg.cholesky(Q)
-    except np.linalg.LinAlgError:
-        raise ValueError(
-            "KSD^2_U is not a strictly convex quadratic in theta for this data (its matrix "
-            f"Q has eigenvalues {np.round(np.linalg.eigvalsh(Q), 6).tolist()}): the "
-            "parameters are not identified by the score, or there are too few data points."
-        ) from None
-    theta = -np.linalg.solve(cholesky.T, np.linalg.solve(cholesky, v))
-    return theta, 2.0 * Q
-
-
-def _numerical(objective, theta0, bounds, max_iter, options):
-    from scipy.optimize import minimize
-
-    settings = {"maxiter": int(max_iter), "ftol": 1e-15, "gtol": 1e-12}
-    settings.update(options or {})
-    result = minimize(objective.value_and_gradient, theta0, jac=True, method="L-BFGS-B",
-                      bounds=bounds, options=settings)
-    theta = np.asarray(result.x, dtype=np.float64)
-    k = theta.size
-    hessian = np.empty((k, k))
-    for a in range(k):
-        step = _FD_STEP * max(1.0, abs(theta[a]))
-        plus, minus = theta.copy(), theta.copy()
-        plus[a] += step
-        minus[a] -= step
-        hessian[:, a] = (objective.value_and_gradient(plus)[1]
-                         - objective.value_and_gradient(minus)[1]) / (2.0 * step)
-    return theta, 0.5 * (hessian + hessian.T), result
 
 
 def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
@@ -413,12 +224,12 @@ def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
                                parameter_names, bounds, max_iter)
     n, d = x.shape
     pre = make_preconditioner(preconditioner, x, [f"x[{j}]" for j in range(d)])
-    objective = _Objective(x, score_fn, score_jacobian, pre, c, beta)
+    objective = KSDObjective(x, score_fn, score_jacobian, pre, c, beta)
     if linear:
-        theta, hessian = _closed_form(objective, theta0)
+        theta, hessian = closed_form_fit(objective, theta0)
         converged, n_iterations, message = True, 0, "closed form"
     else:
-        theta, hessian, result = _numerical(objective, theta0, bounds, max_iter, options)
+        theta, hessian, result = numerical_fit(objective, theta0, bounds, max_iter, options)
         converged, n_iterations = bool(result.success), int(result.nit)
         message = str(result.message)
     ksd2_u, ksd = objective.value(objective.scores(theta))

@@ -3,27 +3,25 @@
 Data flow: input (arrays | InferenceData | DataTree | Dataset) -> ``SteinInput``
 (``steindiag.inputs``: draws in the space where the score is defined, for a PyMC model
 the unconstrained one) -> optional per-coordinate standardisation fixed from the initial
-draws -> repeat: score at the particles (PyMC batched graph or the callable), median
-bandwidth, ``engine.svgd.kernel_vector_sums`` (O(N^2 d), O(N d) memory), AdaGrad step,
-KSD of the particles (``engine.local.stein_row_sums``) -> the moved draws in the input's
-type, with the KSD of every step, as a :class:`SteinVariational`.
+draws -> ``methods.variational.svgd_loop``, repeating: score at the particles (PyMC
+batched graph or the callable), median bandwidth, ``engine.svgd.kernel_vector_sums``
+(O(N^2 d), O(N d) memory), AdaGrad step, KSD of the particles
+(``engine.local.stein_row_sums``) -> the moved draws in the input's type, with the KSD
+of every step, as a :class:`SteinVariational`.
 """
 
-import contextlib
 import numbers
 import warnings
 from dataclasses import dataclass, field
 
-import numba as nb
 import numpy as np
 import xarray as xr
 
 from steindiag.engine import svgd as _svgd_kernels
-from steindiag.engine.local import stein_row_sums
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
 from steindiag.inputs import is_labelled, read_input, score_function
-from steindiag.kernels import IMQ
+from steindiag.methods.variational import ADAGRAD_ALPHA, ADAGRAD_FUDGE, svgd_loop, threads_for
 
 __all__ = ["stein_variational", "SteinVariational"]
 
@@ -32,19 +30,6 @@ _KERNEL_FORMULAS = {
     "rbf": "k(x, y) = exp(-|x - y|^2 / h)",
     "imq": "k(x, y) = (1 + |x - y|^2 / h)^(-1/2)",
 }
-# AdaGrad with momentum, as in Liu & Wang's reference implementation of SVGD.
-_ADAGRAD_ALPHA = 0.9
-_ADAGRAD_FUDGE = 1e-6
-# The median of pairwise squared distances is taken over at most this many evenly
-# spaced particles (124,750 pairs: a relative precision of the median far below what
-# matters for a bandwidth, at about 2 ms a step; all pairs of N particles would need
-# O(N^2) memory and time).
-_MEDIAN_SUBSAMPLE = 500
-# Below this many particles each step runs on one thread. A step is one short parallel
-# region after Python work (score, bandwidth); on a shared machine a woken thread that
-# waits for a core stalls the step: measured on 2 shared cores (load ~3), N = 1000,
-# d = 2: 7 ms a step on one thread, 34 ms on two (N = 200: 0.8 vs 32 ms).
-_PARALLEL_MIN_PARTICLES = 2000
 # Groups of a trace that do not depend on the posterior draws: kept as they are.
 _KEPT_GROUPS = ("observed_data", "constant_data", "prior", "prior_predictive")
 # Rough cost of one pair of the SVGD sum and of the KSD pass, for the progress bar.
@@ -120,111 +105,6 @@ def _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_ever
         )
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False; got {progress!r}.")
-
-
-def median_bandwidth(points):
-    """h = med^2 / log(N + 1), med^2 the median squared distance between distinct particles.
-
-    Over all pairs for N <= 500 particles, else over the pairs of 500 evenly spaced
-    ones (1 MB instead of O(N^2) memory). Returns 0.0 if the particles coincide.
-    Liu & Wang's reference code takes the median over the whole N x N matrix, its N
-    zeros on the diagonal included, a slightly lower quantile (by about 1/N); the
-    median over distinct pairs does not depend on that artefact.
-    """
-    n = points.shape[0]
-    sub = points
-    if n > _MEDIAN_SUBSAMPLE:
-        sub = points[np.linspace(0, n - 1, _MEDIAN_SUBSAMPLE).astype(np.int64)]
-    m = sub.shape[0]
-    squared = np.empty(m * (m - 1) // 2)
-    _svgd_kernels.pairwise_squared_distances(np.ascontiguousarray(sub.T), squared)
-    # The median as numpy.median defines it (mean of the two middle values if even).
-    middle = (squared.size - 1) // 2
-    if squared.size % 2:
-        squared.partition(middle)
-        med2 = float(squared[middle])
-    else:
-        squared.partition([middle, middle + 1])
-        med2 = 0.5 * float(squared[middle] + squared[middle + 1])
-    return med2 / np.log(n + 1.0)
-
-
-@contextlib.contextmanager
-def _threads_for(n):
-    """One Numba thread for the duration of a run with fewer than 2000 particles."""
-    if n >= _PARALLEL_MIN_PARTICLES:
-        yield
-        return
-    saved = nb.get_num_threads()
-    nb.set_num_threads(1)
-    try:
-        yield
-    finally:
-        nb.set_num_threads(saved)
-
-
-def _check_step(values, what, step):
-    bad = ~np.all(np.isfinite(values), axis=1)
-    if bad.any():
-        raise ValueError(
-            f"{what} are not finite at {int(bad.sum())} of {bad.size} particles after "
-            f"{step} SVGD step(s) (first: particle {int(np.flatnonzero(bad)[0])}). The "
-            "particles left the region where the target's score is finite: reduce "
-            "step_size (or check the score)."
-        )
-
-
-def _ksd_at(draws, scores, pre):
-    """Pooled KSD (sqrt of the V-statistic) and its i.i.d. floor for (N, d) points."""
-    sums = stein_row_sums(draws[None], scores[None], kernel=IMQ(), preconditioner=pre)
-    n = draws.shape[0]
-    diagonal = float(sums.diagonal.sum())
-    total = 2.0 * float(sums.row_all.sum()) + diagonal
-    return np.sqrt(max(total, 0.0)) / n, np.sqrt(diagonal) / n
-
-
-def _svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, step_size,
-               kind, bandwidth, method, record, bar, pairs_per_step):
-    """The SVGD iteration on (N, d) particles in the coordinates z = x / scale.
-
-    Returns the final particles, the KSD and i.i.d. floor at the steps in ``record``
-    (computed on x = z * scale with the scores s = s_z / scale), and the bandwidths.
-    """
-    n = particles.shape[0]
-    ksd_values, iid_values = [], []
-    bandwidths = np.empty(n_steps)
-    history = None
-    record = set(record)
-    for step in range(n_steps + 1):
-        if step in record:
-            value, floor = _ksd_at(particles * scale, particle_scores / scale, ksd_pre)
-            ksd_values.append(value)
-            iid_values.append(floor)
-        if step == n_steps:
-            break
-        h = median_bandwidth(particles) if bandwidth == "median" else float(bandwidth)
-        if not h > 0:
-            raise ValueError(
-                f"more than half of the pairs of particles coincide after {step} SVGD "
-                "step(s), so the median bandwidth is 0. Start from distinct draws or pass "
-                "bandwidth=."
-            )
-        bandwidths[step] = h
-        phi = _svgd_kernels.kernel_vector_sums(
-            particles, particle_scores, 1.0 / h, kind=kind, method=method, combine=True,
-        )
-        phi /= n
-        if history is None:
-            history = phi**2
-        else:
-            history = _ADAGRAD_ALPHA * history + (1.0 - _ADAGRAD_ALPHA) * phi**2
-        particles = particles + step_size * phi / (_ADAGRAD_FUDGE + np.sqrt(history))
-        _check_step(particles, "particles", step + 1)
-        particle_scores = score_fn(particles * scale) * scale
-        _check_step(particle_scores, "scores", step + 1)
-        if bar is not None:
-            bar.update(pairs_per_step)
-    return particles, ksd_values, iid_values, bandwidths
 
 
 # -- output in the input's type ---------------------------------------------------------
@@ -543,8 +423,8 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     expected = n_steps * pairs_per_step * (8 * d + 30) / _CONSERVATIVE_FLOPS
     bar = make_progress(progress, n_steps * pairs_per_step, expected, desc="SVGD")
     try:
-        with _threads_for(n):
-            particles, ksd_values, iid_values, bandwidths = _svgd_loop(
+        with threads_for(n):
+            particles, ksd_values, iid_values, bandwidths = svgd_loop(
                 draws / scale, scores * scale, score_fn, scale, ksd_pre, n_steps=n_steps,
                 step_size=step_size, kind=_KERNELS[kernel], bandwidth=bandwidth,
                 method=method, record=record, bar=bar, pairs_per_step=pairs_per_step,
@@ -577,8 +457,8 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_bandwidth": bandwidth if isinstance(bandwidth, str) else float(bandwidth),
         "svgd_n_steps": int(n_steps),
         "svgd_step_size": float(step_size),
-        "svgd_adagrad_alpha": _ADAGRAD_ALPHA,
-        "svgd_adagrad_fudge": _ADAGRAD_FUDGE,
+        "svgd_adagrad_alpha": ADAGRAD_ALPHA,
+        "svgd_adagrad_fudge": ADAGRAD_FUDGE,
         "svgd_standardize": int(bool(standardize)),
         "svgd_scale": np.asarray(scale, dtype=float),
         "svgd_n_particles": int(n),

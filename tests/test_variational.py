@@ -22,7 +22,8 @@ import xarray as xr
 
 import steindiag
 from steindiag.engine import svgd as _svgd_kernels
-from steindiag.variational import SteinVariational, median_bandwidth, stein_variational
+from steindiag.methods.variational import median_bandwidth
+from steindiag.variational import SteinVariational, stein_variational
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import ksd_v2, standardize_reference  # noqa: E402
