@@ -11,11 +11,13 @@ Data flow::
 Modules: ``_arrays`` (the axes of plain arrays), ``_trace`` (labelled traces),
 ``_labels`` (the one labelling rule), ``_pymc`` and ``_pymc_values`` (PyMC models,
 imported only when a model is passed), ``_functions`` (score and log-density
-functions for methods that evaluate them at new points), ``_prepare`` (the entry point).
+functions for methods that evaluate them at new points), ``_sampler`` (the sampler's
+divergence counts in ``sample_stats``), ``_prepare`` (the entry point).
 """
 
 from steindiag._types import SteinInput
 from steindiag.inputs._functions import log_density_values, score_function
+from steindiag.inputs._sampler import SamplerWarnings, sampler_warnings
 from steindiag.inputs._prepare import (
     PendingInput,
     check_space,
@@ -33,4 +35,6 @@ __all__ = [
     "check_space",
     "score_function",
     "log_density_values",
+    "SamplerWarnings",
+    "sampler_warnings",
 ]
