@@ -833,7 +833,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
             flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),
                                       chunk_size=chunk_size, mode=mode)
-            attrs["pytensor_mode"] = mode
+            attrs["pytensor_mode"] = mode if isinstance(mode, str) else str(mode)
             return flat.reshape(draws.shape), "pymc"
     else:
         nutpie_draw, nutpie_gradient = None, None
