@@ -29,7 +29,7 @@ from steindiag.stats.mmd import (
 from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
@@ -241,6 +241,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
+    data, other = as_trace(data, model), as_trace(other, model)
     prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims)
     draws = prepared.draws
     n_chain, n_draw, d = draws.shape

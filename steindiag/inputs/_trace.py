@@ -22,7 +22,7 @@ from steindiag._types import SteinInput
 from steindiag._validate import warn_if_low_precision
 from steindiag.inputs._labels import element_labels, variable_labels
 
-__all__ = ["prepare_trace", "read_trace", "TraceDraws"]
+__all__ = ["prepare_trace", "read_trace", "TraceDraws", "as_trace", "is_multitrace"]
 
 # group -> (group of stored unconstrained values, group of sampler statistics)
 _COMPANION_GROUPS = {
@@ -70,6 +70,43 @@ def _get_group(data, name):
     if kind == "inferencedata":
         return getattr(data, name) if name in data.groups() else None
     return None
+
+
+def is_multitrace(data):
+    """True for a PyMC ``MultiTrace`` (``pm.sample(return_inferencedata=False)``)."""
+    module = type(data).__module__ or ""
+    return module.startswith("pymc") and type(data).__name__ == "MultiTrace"
+
+
+def as_trace(data, model=None):
+    """A PyMC ``MultiTrace`` converted as ``pm.to_inference_data`` does; other data as is.
+
+    ``pm.sample(return_inferencedata=False)`` returns a MultiTrace (PyMC 5 and 6); it is
+    converted with the model that sampled it (the trace keeps a reference to it), else
+    with ``model``. The result is what ``pm.sample`` returns by default: an
+    ``arviz.InferenceData`` (PyMC 5) or an ``xarray.DataTree`` (PyMC 6).
+    """
+    if not is_multitrace(data):
+        return data
+    import pymc as pm
+
+    straces = getattr(data, "_straces", None) or {}
+    own = getattr(next(iter(straces.values()), None), "model", None)
+    source = own if own is not None else model
+    if source is None:
+        raise TypeError(
+            "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) that does not "
+            "say which model sampled it: pass model=, or convert it first with "
+            "pm.to_inference_data(trace, model=model)."
+        )
+    try:
+        return pm.to_inference_data(data, model=source)
+    except Exception as err:  # noqa: BLE001 - any failure of PyMC's own conversion
+        raise TypeError(
+            "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) and "
+            f"pm.to_inference_data could not convert it ({type(err).__name__}: {err}); "
+            "convert it yourself and pass the InferenceData / DataTree."
+        ) from err
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,117 @@
+"""The PyMC path's rough edges, each met as a new user meets it (issue 21, part 3).
+
+Every fixture is a small real ``pm.sample`` run (2 chains, few draws, one core, the
+Python linker) shared by the module. Sources of truth, named next to each assertion:
+PyMC's own ``pm.to_inference_data`` (the conversion of a MultiTrace), the trace's own
+groups and coordinates (what a selection keeps), exact arithmetic on the stored values
+(a constant coordinate contributes 0 to every kernel distance), matplotlib's colour
+cycle (the colour of each chain's curve).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pm = pytest.importorskip("pymc")
+
+import steindiag  # noqa: E402
+
+# pm.sample on the Python linker: no C/Numba compilation on a cold machine.
+FAST = {"mode": "FAST_COMPILE"}
+SAMPLE = dict(draws=60, tune=60, chains=2, cores=1, progressbar=False,
+              compute_convergence_checks=False, compile_kwargs=FAST)
+
+
+def _sample(model, seed, **kwargs):
+    with warnings.catch_warnings():
+        # PyMC 6 deprecates return_inferencedata=False; PyMC's own sampling notes.
+        warnings.simplefilter("ignore")
+        with model:
+            return pm.sample(random_seed=seed, **SAMPLE, **kwargs)
+
+
+def _group(trace, name):
+    group = trace[name] if not hasattr(trace, name) else getattr(trace, name)
+    return group.to_dataset() if hasattr(group, "to_dataset") else group
+
+
+def _no_steindiag_warnings(record):
+    return [str(w.message) for w in record if "steindiag" in (w.filename or "")
+            or "observed/pm.Data" in str(w.message)]
+
+
+# --------------------------------------------------------------------------------------
+# fixtures: small models, sampled once per module
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def binomial():
+    """p ~ Beta(2, 2), 13 successes of 20: a scalar observation (ArviZ 0.x stores (1,))."""
+    with pm.Model() as model:
+        p = pm.Beta("p", 2.0, 2.0)
+        pm.Binomial("y", n=20, p=p, observed=13)
+    return model, _sample(model, 1)
+
+
+@pytest.fixture(scope="module")
+def binomial_multitrace(binomial):
+    model, _ = binomial
+    return _sample(model, 2, return_inferencedata=False)
+
+
+# --------------------------------------------------------------------------------------
+# a MultiTrace is read as pm.to_inference_data reads it
+# --------------------------------------------------------------------------------------
+
+
+def _converted(multitrace, model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return pm.to_inference_data(multitrace, model=model)
+
+
+def test_multitrace_is_a_multitrace(binomial_multitrace):
+    # What pm.sample(return_inferencedata=False) returns, on PyMC 5 and on PyMC 6.
+    assert type(binomial_multitrace).__name__ == "MultiTrace"
+
+
+@pytest.mark.parametrize("function", ["ksd", "ksd_path", "ksd_test", "stein_weights"])
+def test_multitrace_with_model_same_as_converted(binomial, binomial_multitrace, function):
+    # Truth: PyMC's own conversion, pm.to_inference_data, of the same MultiTrace.
+    model, _ = binomial
+    extra = {"n_bootstrap": 50, "rng": 0} if function == "ksd_test" else {}
+    call = getattr(steindiag, function)
+    got = call(binomial_multitrace, model, **extra)
+    expected = call(_converted(binomial_multitrace, model), model, **extra)
+    xr.testing.assert_allclose(got, expected, rtol=1e-12, atol=0.0)
+
+
+def test_multitrace_mmd_without_and_with_model(binomial, binomial_multitrace):
+    # Truth: pm.to_inference_data; with two MultiTraces, parameters are matched by name.
+    model, _ = binomial
+    converted = _converted(binomial_multitrace, model)
+    xr.testing.assert_allclose(steindiag.mmd(binomial_multitrace),
+                               steindiag.mmd(converted), rtol=1e-12, atol=0.0)
+    xr.testing.assert_allclose(steindiag.mmd(binomial_multitrace, model=model),
+                               steindiag.mmd(converted, model=model), rtol=1e-12, atol=0.0)
+    between = steindiag.mmd(binomial_multitrace, binomial_multitrace)
+    assert between.attrs["parameters"] == ["p"]
+
+
+def test_multitrace_thin_weighted_summary_variational(binomial, binomial_multitrace):
+    # Truth: the same calls on pm.to_inference_data's conversion; the outputs are the
+    # converted type (InferenceData on PyMC 5, DataTree on PyMC 6).
+    model, _ = binomial
+    converted = _converted(binomial_multitrace, model)
+    thinned = steindiag.stein_thin(binomial_multitrace, model, n_points=5)
+    expected = steindiag.stein_thin(converted, model, n_points=5)
+    assert type(thinned) is type(expected)
+    xr.testing.assert_allclose(_group(thinned, "posterior"), _group(expected, "posterior"))
+    weights = steindiag.stein_weights(converted, model)
+    table = steindiag.weighted_summary(binomial_multitrace, weights)
+    assert list(table.index) == list(steindiag.weighted_summary(converted, weights).index)
+    moved = steindiag.stein_variational(binomial_multitrace, model, n_steps=3, ksd_every=3)
+    assert moved.ksd.shape == (2,)
