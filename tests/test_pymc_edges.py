@@ -115,3 +115,30 @@ def test_multitrace_thin_weighted_summary_variational(binomial, binomial_multitr
     assert list(table.index) == list(steindiag.weighted_summary(converted, weights).index)
     moved = steindiag.stein_variational(binomial_multitrace, model, n_steps=3, ksd_every=3)
     assert moved.ksd.shape == (2,)
+
+
+# --------------------------------------------------------------------------------------
+# a scalar observation is no false "data differ" warning; a different one still warns
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", ["ksd", "ksd_test", "stein_weights"])
+def test_scalar_observation_matched_model_does_not_warn(binomial, function):
+    # Truth: the model that sampled the trace has the trace's observed value, 13.
+    model, idata = binomial
+    assert np.asarray(_group(idata, "observed_data")["y"].values).ravel().tolist() == [13]
+    extra = {"n_bootstrap": 20, "rng": 0} if function == "ksd_test" else {}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        getattr(steindiag, function)(idata, model, **extra)
+    assert not [m for m in _no_steindiag_warnings(record) if "observed/pm.Data" in m]
+
+
+def test_scalar_observation_different_value_warns(binomial):
+    # Truth: this model observed 14 successes, the trace was drawn with 13.
+    _, idata = binomial
+    with pm.Model() as other:
+        p = pm.Beta("p", 2.0, 2.0)
+        pm.Binomial("y", n=20, p=p, observed=14)
+    with pytest.warns(UserWarning, match=r"differ from the trace.*y \(same shape, different"):
+        steindiag.ksd(idata, other)

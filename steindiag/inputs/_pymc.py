@@ -560,6 +560,9 @@ def _data_value(variable):
 
 
 def _same_values(model_value, trace_value):
+    if model_value.ndim == 0 and trace_value.shape == (1,):
+        # ArviZ 0.x stores a scalar observation (observed=13) with shape (1,).
+        trace_value = trace_value.reshape(())
     if model_value.shape != trace_value.shape:
         return False, f"shape {model_value.shape} in the model, {trace_value.shape} in the trace"
     try:
