@@ -142,3 +142,56 @@ def test_scalar_observation_different_value_warns(binomial):
         pm.Binomial("y", n=20, p=p, observed=14)
     with pytest.warns(UserWarning, match=r"differ from the trace.*y \(same shape, different"):
         steindiag.ksd(idata, other)
+
+
+# --------------------------------------------------------------------------------------
+# coords: a selection is named for what it did, not blamed on the model
+# --------------------------------------------------------------------------------------
+
+SCHOOLS = ["Choate", "Deerfield", "Exeter"]
+
+
+@pytest.fixture(scope="module")
+def schools():
+    """Three of the eight schools, non-centred, with the dim ``school``."""
+    with pm.Model(coords={"school": SCHOOLS}) as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfNormal("tau", 5.0)
+        eta = pm.Normal("eta", 0.0, 1.0, dims="school")
+        pm.Normal("y", mu + tau * eta, 10.0, observed=[28.0, 8.0, -3.0], dims="school")
+    return model, _sample(model, 3)
+
+
+@pytest.mark.parametrize("selection, did", [
+    ("Choate", "picks one of the 3 values of 'school' and drops the dimension"),
+    (["Choate"], "keeps 1 of the 3 values of 'school'"),
+    (["Exeter", "Choate"], "keeps 2 of the 3 values of 'school'"),
+])
+def test_coords_on_a_free_variable_dim_says_what_it_did(schools, selection, did):
+    # Truth: the trace's 'school' coordinate has the 3 values SCHOOLS; eta has that dim.
+    model, idata = schools
+    with pytest.raises(ValueError, match="coords=") as info:
+        steindiag.ksd(idata, model, coords={"school": selection})
+    message = str(info.value)
+    assert did in message and "['eta']" in message
+    assert "does not match the trace" not in message
+
+
+def test_coords_keeping_every_school_in_order_is_no_selection(schools):
+    # Truth: selecting all of SCHOOLS in order leaves the trace as it is.
+    model, idata = schools
+    xr.testing.assert_identical(steindiag.ksd(idata, model, coords={"school": SCHOOLS}),
+                                steindiag.ksd(idata, model))
+
+
+@pytest.mark.parametrize("dim, value", [("chain", 0), ("draw", 5), ("chain", np.int64(1))])
+def test_scalar_selection_of_a_sample_dim_says_pass_a_list(schools, dim, value):
+    # Truth: xarray's .sel with a scalar drops the dimension; a list keeps it.
+    model, idata = schools
+    plain = value.item() if isinstance(value, np.generic) else value
+    with pytest.raises(ValueError, match=rf"selects a single {dim}") as info:
+        steindiag.ksd(idata, model, coords={dim: value})
+    assert f"coords={{{dim!r}: [{plain!r}]}}" in str(info.value)
+    assert "sample_dims=" not in str(info.value)
+    result = steindiag.ksd(idata, model, coords={"chain": [0]})
+    assert result["ksd"].sizes["chain"] == 1

@@ -177,6 +177,15 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
             "sample_dims must be (chain_dim, draw_dim) or (draw_dim,), distinct strings; "
             f"got {sample_dims!r}."
         )
+    for dim in sample_dims:
+        if coords and dim in coords and _picks_one(coords[dim]):
+            value = coords[dim]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise ValueError(
+                f"coords={{{dim!r}: {value!r}}} selects a single {dim} and so drops the "
+                f"{dim!r} dimension, which the draws need; pass a list to keep it: "
+                f"coords={{{dim!r}: [{value!r}]}}."
+            )
     if chunk_size is not None and (
         isinstance(chunk_size, (bool, np.bool_))
         or not isinstance(chunk_size, numbers.Integral)
@@ -191,6 +200,50 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
             f"pytensor Mode) or None; got {compile_mode!r}."
         )
     return var_names, dict(coords) if coords else None, tuple(sample_dims)
+
+
+def _picks_one(value):
+    """Whether a ``.sel`` indexer picks one value and drops its dimension (a scalar)."""
+    return not isinstance(value, slice) and np.ndim(value) == 0
+
+
+def _check_model_selection(model, posterior, coords, sample_dims, what):
+    """With a model, ``coords`` must keep every element of every free variable.
+
+    A selection along a dim of a free variable (``{"school": "Choate"}``) leaves the
+    draws without some of the model's coordinates; refuse it here, saying what the
+    selection did, rather than as a mismatch between model and trace later.
+    """
+    free = {rv.name for rv in model.free_RVs}
+    free |= {model.rvs_to_values[rv].name for rv in model.free_RVs}
+    for dim, value in coords.items():
+        if dim in sample_dims or dim not in posterior.dims:
+            continue
+        hit = [name for name in posterior.data_vars
+               if name in free and dim in posterior[name].dims]
+        if not hit:
+            continue
+        size = posterior.sizes[dim]
+        if _picks_one(value):
+            did = (f"picks one of the {size} values of {dim!r} and drops the dimension")
+        else:
+            try:
+                kept = posterior[[hit[0]]].sel({dim: value})
+            except (KeyError, ValueError, IndexError, TypeError):
+                continue  # not selectable at all: _select says why
+            have = _coordinate(posterior, dim)
+            if kept.sizes[dim] == size and np.array_equal(_coordinate(kept, dim), have):
+                continue  # keeps every value in order: no change
+            did = f"keeps {kept.sizes[dim]} of the {size} values of {dim!r}"
+        raise ValueError(
+            f"coords={{{dim!r}: {value!r}}} {did} in {what}, a dimension of the model's "
+            f"free variable(s) {hit}. With model=, the score is grad log p of all free "
+            "variables together, so the draws must keep every element of each: coords can "
+            f"select along {list(sample_dims)} only (e.g. coords={{'draw': slice(100, "
+            "None)}}). This is not a mismatch between the model and the trace. For a "
+            "subset of the parameters, pass the score of their marginal density as score= "
+            "without model (and var_names=)."
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -844,6 +897,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             raise ValueError(
                 f"data has no group {group!r}; its groups are {_group_names(data)}."
             )
+    if model is not None and coords:
+        _check_model_selection(model, posterior, coords, sample_dims, group_label)
     posterior = _select(posterior, coords, group_label, strict=True)
     posterior, pair = _with_sample_dims(posterior, sample_dims, group_label)
     chain, draw = _coordinate(posterior, pair[0]), _coordinate(posterior, pair[1])
