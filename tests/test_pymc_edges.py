@@ -195,3 +195,40 @@ def test_scalar_selection_of_a_sample_dim_says_pass_a_list(schools, dim, value):
     assert "sample_dims=" not in str(info.value)
     result = steindiag.ksd(idata, model, coords={"chain": [0]})
     assert result["ksd"].sizes["chain"] == 1
+
+
+# --------------------------------------------------------------------------------------
+# a discrete model: the advice in the error is a call that works
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def discrete():
+    """k ~ Poisson(3), x | k ~ N(k, 1): one discrete and one continuous free variable."""
+    with pm.Model() as model:
+        k = pm.Poisson("k", 3.0)
+        pm.Normal("x", k, 1.0)
+    return model, _sample(model, 4)
+
+
+def _mixture_score(x):
+    """grad log p(x) of the marginal sum_k Poisson(k; 3) N(x; k, 1) (k summed to 40)."""
+    from scipy.stats import poisson
+
+    k = np.arange(41.0)
+    log_w = poisson.logpmf(k, 3.0) - 0.5 * (x - k) ** 2          # (n, 41)
+    w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
+    return (w * (k - x)).sum(axis=1, keepdims=True) / w.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("with_score", [False, True])
+def test_discrete_model_error_gives_the_working_call(discrete, with_score):
+    # Truth: the call quoted in the message runs, on the continuous variable x.
+    model, idata = discrete
+    kwargs = {"score": _mixture_score} if with_score else {}
+    with pytest.raises(ValueError, match="discrete free variables: k") as info:
+        steindiag.ksd(idata, model, **kwargs)
+    call = "steindiag.ksd(idata, score=f, var_names=['x'], space='constrained')"
+    assert call in str(info.value)
+    result = steindiag.ksd(idata, score=_mixture_score, var_names=["x"], space="constrained")
+    assert result.attrs["parameters"] == ["x"]
