@@ -30,6 +30,7 @@ from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
 from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._labels import provenance
 from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
@@ -310,7 +311,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         **pre.attrs(),
         "n_parameter": d,
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
         "n_permutations": n_permutations,
     }
     if n_permutations:

@@ -21,6 +21,7 @@ from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
 from steindiag.inputs import as_trace, is_labelled, read_input, score_function
+from steindiag.inputs._labels import provenance
 from steindiag.methods.variational import ADAGRAD_ALPHA, ADAGRAD_FUDGE, svgd_loop, threads_for
 
 __all__ = ["stein_variational", "SteinVariational"]
@@ -466,7 +467,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_ksd_initial": float(ksd_values[0]),
         "svgd_ksd_final": float(ksd_values[-1]),
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
     }
     if is_labelled(data):
         container_attrs = {f"stein_variational_{key.removeprefix('svgd_')}": _netcdf(value)

@@ -232,3 +232,51 @@ def test_discrete_model_error_gives_the_working_call(discrete, with_score):
     assert call in str(info.value)
     result = steindiag.ksd(idata, score=_mixture_score, var_names=["x"], space="constrained")
     assert result.attrs["parameters"] == ["x"]
+
+
+# --------------------------------------------------------------------------------------
+# group= is recorded in every result
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def binomial_with_prior(binomial):
+    """The binomial trace with a 'prior' group (pm.sample_prior_predictive), 2 chains."""
+    model, idata = binomial
+    with model:
+        prior = pm.sample_prior_predictive(draws=120, random_seed=5, compile_kwargs=FAST)
+    prior_set = _group(prior, "prior")
+    values = prior_set["p"].values.reshape(2, 60)
+    prior_set = xr.Dataset({"p": (("chain", "draw"), values)},
+                           coords={"chain": [0, 1], "draw": np.arange(60)},
+                           attrs=prior_set.attrs)
+    if isinstance(idata, xr.DataTree):
+        trace = idata.copy()
+        trace["prior"] = xr.DataTree(prior_set)
+        return model, trace
+    trace = idata.copy()
+    trace.add_groups({"prior": prior_set})
+    return model, trace
+
+
+def test_group_is_recorded_in_every_result(binomial_with_prior):
+    # Truth: the group the draws were read from, as passed.
+    model, trace = binomial_with_prior
+    for group in ("prior", "posterior"):
+        results = {
+            "ksd": steindiag.ksd(trace, model, group=group),
+            "ksd_path": steindiag.ksd_path(trace, model, group=group, n_points=5),
+            "ksd_test": steindiag.ksd_test(trace, model, group=group, n_bootstrap=20, rng=0),
+            "stein_weights": steindiag.stein_weights(trace, model, group=group),
+            "mmd": steindiag.mmd(trace, group=group),
+            "mmd model": steindiag.mmd(trace, model=model, group=group),
+            "stein_thin": steindiag.stein_thin(trace, model, n_points=4, group=group,
+                                               return_info=True),
+            "stein_variational": steindiag.stein_variational(trace, model, group=group,
+                                                             n_steps=2, ksd_every=2),
+        }
+        for name, result in results.items():
+            key = "stein_thinning_group" if name == "stein_thin" else "group"
+            assert result.attrs[key] == group, name
+        thinned = steindiag.stein_thin(trace, model, n_points=4, group=group)
+        assert _group(thinned, group).attrs["stein_thinning_group"] == group

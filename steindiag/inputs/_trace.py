@@ -971,6 +971,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                                     batched=batched, chunk_size=chunk_size)
         _where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
+    if group_label.startswith("group"):
+        attrs["group"] = group   # which group of the trace the draws are
     return TraceDraws(
         draws=np.ascontiguousarray(draws, dtype=np.float64),
         chain=chain,
