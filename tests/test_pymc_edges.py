@@ -280,3 +280,38 @@ def test_group_is_recorded_in_every_result(binomial_with_prior):
             assert result.attrs[key] == group, name
         thinned = steindiag.stein_thin(trace, model, n_points=4, group=group)
         assert _group(thinned, group).attrs["stein_thinning_group"] == group
+
+
+# --------------------------------------------------------------------------------------
+# plot_ksd: each chain's floor in its chain's colour
+# --------------------------------------------------------------------------------------
+
+
+def test_plot_ksd_floor_has_its_chains_colour(binomial):
+    # Truth: each chain's curve and floor are the same Line2D colour, and chains differ.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    model, idata = binomial
+    path = steindiag.ksd_path(idata, model, n_points=8)
+    fig, ax = plt.subplots()
+    try:
+        steindiag.plot_ksd(path, ax=ax)
+        lines = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
+        colours = []
+        for chain in path["chain"].values:
+            curve, floor = lines[f"ksd[{chain}]"], lines[f"ksd_iid[{chain}]"]
+            assert to_rgba(floor.get_color()) == to_rgba(curve.get_color())
+            assert floor.get_linestyle() == "--"
+            colours.append(to_rgba(floor.get_color()))
+        assert len(set(colours)) == path.sizes["chain"]
+        # The legend's one entry for all floors is neutral (grey), not chain 0's colour.
+        legend = ax.get_legend()
+        [entry] = [h for h, t in zip(legend.legend_handles, legend.get_texts())
+                   if t.get_text() == "i.i.d. floor, each chain"]
+        assert to_rgba(entry.get_color()) == to_rgba("0.55")
+    finally:
+        plt.close(fig)
