@@ -315,3 +315,26 @@ def test_plot_ksd_floor_has_its_chains_colour(binomial):
         assert to_rgba(entry.get_color()) == to_rgba("0.55")
     finally:
         plt.close(fig)
+
+
+def test_plot_ksd_collection_floor_has_its_chains_colour(binomial):
+    # Truth: arviz-plots' chain aesthetic gives the curve and the floor of a chain one
+    # colour, and different chains different colours.
+    pytest.importorskip("arviz_plots")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    model, idata = binomial
+    path = steindiag.ksd_path(idata, model, n_points=8)
+    pc = steindiag.plot_ksd(path, backend="matplotlib")
+    try:
+        curves, floors = pc.viz["ksd"]["ksd"], pc.viz["ksd_iid"]["ksd_iid"]
+        colours = [to_rgba(floors.sel(chain=c).item().get_color()) for c in path["chain"].values]
+        for chain, colour in zip(path["chain"].values, colours):
+            assert colour == to_rgba(curves.sel(chain=chain).item().get_color())
+        assert len(set(colours)) == path.sizes["chain"]
+    finally:
+        plt.close("all")
