@@ -29,7 +29,8 @@ from steindiag.stats.mmd import (
 from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._labels import provenance
 from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
@@ -246,6 +247,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
+    data, other = as_trace(data, model), as_trace(other, model)
     prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims,
                               compile_mode)
     draws = prepared.draws
@@ -315,7 +317,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         **pre.attrs(),
         "n_parameter": d,
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
         "n_permutations": n_permutations,
     }
     if n_permutations:

@@ -18,7 +18,7 @@ from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
 from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.inputs._arrays import array_sample_dims
 from steindiag.engine import resolve_backend
 from steindiag.kernels import make_kernel
@@ -162,6 +162,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     backend = resolve_backend(client)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,

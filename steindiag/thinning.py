@@ -16,7 +16,8 @@ import xarray as xr
 from steindiag.engine.products import KernelPoints
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
+from steindiag.inputs import (as_trace, is_labelled, log_density_values, read_input,
+                              score_function)
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
 from steindiag.inputs._functions import check_log_density
 from steindiag.kernels import make_kernel
@@ -275,6 +276,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     kernel = make_kernel(kernel, c, beta)
     _thin_iv(n_points, regularized, strength, log_density, return_info, score, model)
     check_preconditioner(preconditioner)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,

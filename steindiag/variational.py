@@ -20,7 +20,8 @@ import xarray as xr
 from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
-from steindiag.inputs import is_labelled, read_input, score_function
+from steindiag.inputs import as_trace, is_labelled, read_input, score_function
+from steindiag.inputs._labels import provenance
 from steindiag.methods.variational import ADAGRAD_ALPHA, ADAGRAD_FUDGE, svgd_loop, threads_for
 
 __all__ = ["stein_variational", "SteinVariational"]
@@ -393,6 +394,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
             "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
             "only at the stored draws)."
         )
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, compile_mode=compile_mode,
@@ -467,7 +469,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_ksd_initial": float(ksd_values[0]),
         "svgd_ksd_final": float(ksd_values[-1]),
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
     }
     if is_labelled(data):
         container_attrs = {f"stein_variational_{key.removeprefix('svgd_')}": _netcdf(value)

@@ -15,7 +15,7 @@ from steindiag.engine import products as _stein_products
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_method
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
     METHODS,
@@ -485,6 +485,7 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     import pandas as pd
 
     probabilities = _summary_iv(quantiles)
+    data = as_trace(data)
     array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if is_labelled(data) and len(sample_dims) != 2:

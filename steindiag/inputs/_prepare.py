@@ -19,9 +19,10 @@ from steindiag._types import SteinInput
 from steindiag._validate import as_draws_array, check_finite, warn_user
 from steindiag.inputs._arrays import array_sample_dims, array_scores, check_array_score
 from steindiag.inputs._arrays import read_array_draws
+from steindiag.inputs._trace import as_trace
 
 __all__ = ["read_input", "prepare_input", "PendingInput", "is_labelled", "check_space",
-           "check_compile_mode", "SPACES"]
+           "check_compile_mode", "SPACES", "as_trace"]
 
 SPACES = ("unconstrained", "constrained")
 
@@ -176,6 +177,7 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
     check_compile_mode(compile_mode, model)
     if not isinstance(batched, (bool, np.bool_)):
         raise TypeError(f"batched must be True or False; got {batched!r}.")
+    data = as_trace(data, model)
     if is_labelled(data):
         from steindiag.inputs._trace import read_trace
 
