@@ -313,7 +313,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         Level: ``found`` is ``pvalue < alpha``.
     starts : ndarray (n_starts, d), optional
         Overdispersed starting points (for a PyMC model, prior draws mapped to the
-        unconstrained space: :func:`steindiag.inputs.prior_starts`). Default: draws
+        unconstrained space: ``steindiag.inputs._pymc_prior.prior_starts``). Default: draws
         pushed out from the pooled mean, x -> mean + f (x - mean), with f cycling through
         ``widen``.
     **options
