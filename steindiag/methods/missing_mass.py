@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, special, stats
+from threadpoolctl import threadpool_limits
 
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 
@@ -242,7 +243,8 @@ def _maximise(counted, start, max_iterations):
             return np.inf, np.zeros_like(x)
         return -value, -gradient
 
-    with np.errstate(all="ignore"):
+    # One BLAS thread: L-BFGS-B's small dense products only lose time to thread start-up.
+    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
         result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
                                    options={"maxiter": max_iterations})
     if not np.isfinite(result.fun) or not np.all(np.isfinite(result.x)):
