@@ -10,9 +10,10 @@ This module looks for the missing mode directly:
       -> end points merged into distinct modes; Hessian of -log p at each mode by central
          differences of the score; saddles and flat directions dropped
       -> Laplace mass of each mode, relative to the sum over all modes found
-      -> a mode is *visited* when draws fall in its 99 % Laplace ellipsoid
-      -> unvisited relative mass M and the probability (1 - M)^ESS that ESS effective draws
-         from p would all have missed it: the p-value.
+      -> a mode is *visited* when the draws fill a tenth of what p puts in its central
+         (50 %) Laplace ellipsoid
+      -> unvisited relative mass M and the binomial probability that ESS effective draws
+         from p would miss those cores as badly as the chains did: the p-value.
 
 See the background page of the docs ("Mass the draws never visited").
 """
@@ -39,8 +40,15 @@ _N_DRAW_STARTS = 8
 _WIDEN = (2.0, 4.0, 8.0, 16.0)
 _MAX_ITERATIONS = 200
 # Draws inside this quantile of the chi-square ellipsoid of a mode's Laplace
-# approximation count as visits of that mode.
-_VISIT_QUANTILE = 0.99
+# approximation count as visits of that mode: its half-mass core, which the tails of a
+# neighbouring mode rarely reach (0.99 let 8 % of the draws of N(0, 1) count as visits
+# of a mode at 4).
+_VISIT_QUANTILE = 0.5
+# A mode counts as visited when its ellipsoid holds at least this share of the draws p
+# would put there (its relative mass x N / 2): a few draws straying from a
+# neighbouring mode do not make a mode visited, and a Laplace mass wrong by a factor of
+# several does not make a visited mode look empty.
+_VISITED_SHARE = 0.1
 # End points closer than this (Mahalanobis distance in the Hessian's metric) are one mode.
 _MERGE_DISTANCE = 1.0
 # Central-difference step for the Hessian, relative to the mode's scale.
@@ -63,9 +71,10 @@ class MissingMassDetails:
     relative_mass : ndarray (mode,)
         exp(log_mass) normalised over the modes found (sums to 1).
     visits : ndarray of int (mode, chain)
-        Draws of each chain inside each mode's 99 % Laplace ellipsoid.
+        Draws of each chain inside each mode's central (50 %) Laplace ellipsoid.
     visited : ndarray of bool (mode,)
-        Whether any draw of any chain is inside the ellipsoid.
+        Whether the chains together put at least a tenth of the draws p would put
+        in the ellipsoid (relative mass x number of draws / 2) there.
     unvisited_mass : float
         Sum of ``relative_mass`` over the modes not visited.
     effective_draws : float
@@ -106,7 +115,8 @@ class MissingMass:
         Mass the draws never visited was detected at level ``alpha``.
     pvalue : float
         Approximate p-value: the probability that ``effective_draws`` draws from p
-        would all miss the unvisited modes, (1 - unvisited_mass)^effective_draws.
+        would miss the unvisited modes as badly as the chains did,
+        (1 - unvisited_mass / 2)^effective_draws when no draw is near them.
         1 when every mode found was visited.
     method : str
         The method used ("mode search").
@@ -287,6 +297,20 @@ def _effective_draws(draws):
                      for ch in range(n_chain)))
 
 
+def _deficit_pvalue(count, n_total, effective, mass):
+    """P(at most ``count`` of ``effective`` draws from p land in the unvisited cores).
+
+    The cores hold ``_VISIT_QUANTILE * mass`` of p. The observed count is scaled to the
+    effective number of draws (count * ESS / N); a binomial tail, (1 - mass / 2)^ESS
+    when no draw landed there.
+    """
+    if mass <= 0.0:
+        return 1.0
+    n_eff = max(int(np.floor(effective)), 1)
+    scaled = int(np.floor(count * effective / n_total))
+    return float(stats.binom.cdf(scaled, n_eff, min(_VISIT_QUANTILE * mass, 1.0)))
+
+
 def _format_point(point, digits=3):
     shown = ", ".join(f"{value:.{digits}g}" for value in point[:6])
     return f"({shown}{', ...' if point.shape[0] > 6 else ''})"
@@ -338,12 +362,18 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     closer than 1 in the Mahalanobis distance of their Hessians are merged; end points
     where -Hessian (central differences of the score) is not positive definite are not
     modes and are dropped. Each mode m gets the Laplace mass
-    ``exp(log p(m)) (2 pi)^(d/2) det(H)^(-1/2)``, normalised over the modes found. A mode
-    is visited when at least one draw lies in its Laplace ellipsoid
-    ``(x - m)^T H (x - m) <= chi2_d(0.99)``. With M the relative mass of the unvisited
-    modes and ESS the draws' effective number (sum over chains of draw / tau), the
-    p-value is ``(1 - 0.99 M)^ESS``: the chance that ESS independent draws from p all
-    miss the unvisited ellipsoids. It is approximate twice over: the Laplace masses are
+    ``exp(log p(m)) (2 pi)^(d/2) det(H)^(-1/2)``, normalised over the modes found (its
+    relative mass w). Under p, a share w / 2 of the N draws would fall in the mode's
+    central Laplace ellipsoid ``(x - m)^T H (x - m) <= chi2_d(0.5)`` (its half-mass
+    core: the tails of a neighbouring mode rarely reach it). The mode counts as visited
+    when the chains put at least a tenth of that there (a Laplace mass off by a factor
+    of several, as for a skewed mode, still counts as visited; a few draws straying in
+    from a neighbouring mode do not). With M the relative mass of the unvisited modes,
+    C the draws in their ellipsoids and ESS the draws' effective number (sum over chains
+    of draw / tau), the p-value is the binomial probability
+    P(Bin(ESS, M / 2) <= C ESS / N), which is ``(1 - M / 2)^ESS`` when C = 0: the chance
+    that draws from p would miss the unvisited modes' cores as badly. It is
+    approximate twice over: the Laplace masses are
     exact only for Gaussian modes, and the mass of modes no start reached is not
     counted (the search can miss a mode; it never invents one). Draws that cover every
     mode give M = 0 and p = 1, whatever their mixing proportions: this search answers
@@ -417,12 +447,15 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     for k, mode in enumerate(modes):
         inside = _mahalanobis_sq(flat, mode["point"], mode["precision"]) <= radius_sq
         visits[k] = inside.reshape(n_chain, n_draw).sum(axis=1)
-    visited = visits.sum(axis=1) > 0
     log_mass = np.array([mode["log_mass"] for mode in modes])
     relative = np.exp(log_mass - special.logsumexp(log_mass)) if modes else np.zeros(0)
-    unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
+    # Visited: at least _VISITED_SHARE of the draws p would put in the ellipsoid.
+    expected = _VISIT_QUANTILE * relative * flat.shape[0]
+    visited = visits.sum(axis=1) >= _VISITED_SHARE * expected
     effective = _effective_draws(draws)
-    pvalue = float(np.exp(effective * np.log1p(-_VISIT_QUANTILE * min(unvisited_mass, 1.0))))
+    unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
+    pvalue = _deficit_pvalue(int(visits[~visited].sum()), flat.shape[0], effective,
+                             unvisited_mass)
     found = bool(pvalue < alpha)
 
     details = MissingMassDetails(
