@@ -297,3 +297,50 @@ def test_pymc_mixture_found_with_prior_starts():
                               preconditioner=None, rng=rng, starts=starts)
     assert res.found
     assert res.details.starts == "given"
+
+
+# --------------------------------------------------------------------------------------
+# the perturbed KSD test (Liu, Duncan & Gandy 2023)
+# --------------------------------------------------------------------------------------
+
+
+def _perturbed(draws, rng):
+    from steindiag.kernels import make_kernel
+    from steindiag.kernels.preconditioner import make_preconditioner
+
+    d = draws.shape[2]
+    scores = SCORE_1D(draws.reshape(-1, d)).reshape(draws.shape)
+    pre = make_preconditioner("standardize", draws.reshape(-1, d), ["x"])
+    return search_missing_mass(draws, scores, log_density=LOG_P_1D, score=SCORE_1D,
+                               kernel=make_kernel("imq"), preconditioner=pre, rng=rng,
+                               method="perturbed ksd", n_bootstrap=200)
+
+
+def test_perturbed_ksd_power_and_size_d1():
+    rng = np.random.default_rng(50)
+    n_rep = 6
+    power = sum(_perturbed(rng.normal(-4.0, 1.0, size=(2, 300, 1)), rng).found
+                for _ in range(n_rep))
+    size = 0
+    for _ in range(n_rep):
+        side = np.where(rng.random((2, 300, 1)) < 0.5, -4.0, 4.0)
+        res = _perturbed(side + rng.normal(size=(2, 300, 1)), rng)
+        size += res.found
+    assert res.method.startswith("perturbed KSD test")
+    assert 0 < res.details.acceptance < 1
+    assert np.isfinite(res.details.statistic)
+    # 6 runs each (pilot: 10 of 10 rejected, 0 of 10 at n = 1000): a true power of 0.9
+    # gives >= 4 with probability 0.98; a true size of 0.05 gives <= 1 with probability
+    # 0.97 (binomial).
+    assert power >= 4
+    assert size <= 1
+
+
+def test_perturbed_ksd_needs_scores():
+    draws = np.random.default_rng(0).normal(size=(2, 20, 1))
+    with pytest.raises(ValueError, match="needs the scores"):
+        search_missing_mass(draws, None, log_density=LOG_P_1D, score=SCORE_1D, kernel=None,
+                            preconditioner=None, rng=0, method="perturbed ksd")
+    with pytest.raises(ValueError, match="method must be"):
+        search_missing_mass(draws, None, log_density=LOG_P_1D, score=SCORE_1D, kernel=None,
+                            preconditioner=None, rng=0, method="bogus")

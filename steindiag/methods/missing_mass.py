@@ -25,11 +25,22 @@ import numpy as np
 from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
+from steindiag.engine.forms import quadratic_forms
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
 
 __all__ = ["MissingMass", "MissingMassDetails", "search_missing_mass"]
 
-_METHOD = "mode search"
+_MODE_SEARCH = "mode search"
+_PERTURBED = "perturbed KSD test (Liu, Duncan & Gandy 2023)"
+_METHODS = ("mode search", "perturbed ksd")
+
+# Perturbed KSD test: T - 1 = 9 Metropolis-Hastings steps (their T = 10) with mode-jump
+# proposals of jump scales theta (their spKSD sums over a grid in [0.5, 1.5]; theta = 1
+# is left out: exact jumps between equal modes move a one-mode sample straight to p).
+_PERTURB_STEPS = 9
+_JUMP_SCALES = (0.5, 0.75, 1.25, 1.5)
+_N_BOOTSTRAP = 500
 
 # Defaults (see ``search_missing_mass``).
 _N_STARTS = 32
@@ -89,6 +100,11 @@ class MissingMassDetails:
         Where the overdispersed starts came from ("given" or "widened draws").
     n_score : int
         Score evaluations made (points).
+    statistic : float
+        Perturbed KSD test only: the statistic, sum over jump scales (and the
+        unperturbed draws) of N KSD^2_V, pooled over chains; NaN for the mode search.
+    acceptance : float
+        Perturbed KSD test only: the share of accepted mode jumps; NaN otherwise.
     """
 
     modes: np.ndarray
@@ -103,6 +119,8 @@ class MissingMassDetails:
     n_rejected: int
     starts: str
     n_score: int
+    statistic: float = np.nan
+    acceptance: float = np.nan
 
 
 @dataclass(kw_only=True)
@@ -210,7 +228,8 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
             )
         if not np.all(np.isfinite(starts)):
             raise ValueError("starts must be finite.")
-    allowed = {"n_starts", "n_draw_starts", "widen", "max_iterations"}
+    allowed = {"method", "n_starts", "n_draw_starts", "widen", "max_iterations",
+               "n_bootstrap"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(
@@ -227,7 +246,14 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
         raise ValueError(f"widen must be one or more factors >= 1; got {options.get('widen')!r}.")
     max_iterations = _positive_int(options.get("max_iterations", _MAX_ITERATIONS),
                                    "max_iterations")
-    return draws, rng, float(alpha), starts, n_starts, int(n_draw_starts), widen, max_iterations
+    method = options.get("method", "mode search")
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"method must be one of {list(_METHODS)}; got {method!r}.")
+    n_bootstrap = _positive_int(options.get("n_bootstrap", _N_BOOTSTRAP), "n_bootstrap")
+    if method == "perturbed ksd" and scores is None:
+        raise ValueError("method='perturbed ksd' needs the scores of the draws.")
+    return (draws, rng, float(alpha), starts, n_starts, int(n_draw_starts), widen,
+            max_iterations, method, n_bootstrap)
 
 
 def _starting_points(flat, rng, starts, n_starts, n_draw_starts, widen):
@@ -324,15 +350,15 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     ----------
     draws, scores : ndarray (chain, draw, d)
         The draws and their scores, in the space the score lives in (the unconstrained
-        space for a PyMC model). ``scores`` is only checked for its shape (kept for the
-        methods that test the draws with KSD).
+        space for a PyMC model). The mode search only checks the shape of ``scores``
+        (it may be None); the perturbed KSD test uses them.
     log_density : callable
         (n, d) -> (n,): log p up to a constant, batched.
     score : callable
         (n, d) -> (n, d): grad log p, batched.
     kernel, preconditioner : objects
-        The kernel and preconditioner of the caller's KSD (as in
-        :mod:`steindiag.kernels`); the mode search does not use them.
+        The kernel (:mod:`steindiag.kernels`) and resolved preconditioner of the
+        caller's KSD; only the perturbed KSD test uses them.
     rng : int, numpy.random.Generator or None
         Source of the starts (which draws are widened or used as starts).
     alpha : float, default 0.05
@@ -343,6 +369,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         pushed out from the pooled mean, x -> mean + f (x - mean), with f cycling through
         ``widen``.
     **options
+        ``method``: ``"mode search"`` (default) or ``"perturbed ksd"`` (see Notes);
+        ``n_bootstrap`` (default 500): bootstrap replicates of the perturbed KSD test;
         ``n_starts`` (default 32): widened starts, when ``starts`` is None;
         ``n_draw_starts`` (default 8): draws used as starts as well, so that the modes
         the chains did visit are found and weighed; ``widen`` (default (2, 4, 8, 16)):
@@ -352,7 +380,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     Returns
     -------
     MissingMass
-        ``found``, ``pvalue``, ``method`` ("mode search"), ``summary`` (one sentence),
+        ``found``, ``pvalue``, ``method`` ("mode search" or "perturbed KSD test (Liu,
+        Duncan & Gandy 2023)"), ``summary`` (one sentence),
         ``n_log_density`` (points at which log p was evaluated) and ``details``
         (:class:`MissingMassDetails`: the modes, their Laplace masses, visits per chain).
 
@@ -379,10 +408,24 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     mode give M = 0 and p = 1, whatever their mixing proportions: this search answers
     "was some mode never visited", not "are the proportions right".
 
+    ``method="perturbed ksd"`` (Liu, Duncan & Gandy 2023, their spKSD): with the modes
+    found as above, each draw makes 9 Metropolis-Hastings steps whose proposal jumps
+    from a mode m_i to another m_j, x' = theta m_j + S_j^-1 S_i (x - theta m_i) with
+    S = H^(1/2), accepted with probability min(1, p(x') det S_i / (p(x) det S_j)): a move
+    that leaves p invariant, so draws from p stay draws from p. For theta in (0.5,
+    0.75, 1.25, 1.5) the moved samples land off-centre in the modes the chains missed,
+    where KSD sees the wrong shape. The statistic, N KSD^2_V of the draws plus that of
+    each moved sample (pooled over chains), is tested with one wild bootstrap whose
+    weight of draw i also weighs its moved copies (as in :func:`steindiag.ksd_test`).
+    Unlike the mode search it also reacts to visited modes held in the wrong
+    proportions; with fewer than two modes found it is the plain KSD test.
+
     Cost: each start costs one L-BFGS run, typically 10-60 evaluations of log p and the
     score at one point; each distinct end point costs 2 d score evaluations for the
-    Hessian. ``n_log_density`` counts them (``details.n_score`` the scores). The draws
-    are only compared with the modes: O(N d^2) per mode, no kernel matrix.
+    Hessian. ``n_log_density`` counts them (``details.n_score`` the scores). The mode
+    search only compares the draws with the modes: O(N d^2) per mode, no kernel matrix.
+    The perturbed KSD test adds N + 4 x 9 N log p evaluations, 4 N scores and 5 tiled
+    passes of the bootstrap's quadratic forms, O(N^2 (d + B)) time each, O(N B) memory.
 
     References
     ----------
@@ -408,9 +451,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     >>> res.found, np.sort(res.details.modes.round(1).ravel()).tolist()
     (True, [-4.0, 4.0])
     """
-    (draws, rng, alpha, starts, n_starts, n_draw_starts, widen,
-     max_iterations) = _search_iv(draws, scores, log_density, score, rng, alpha, starts,
-                                  options)
+    (draws, rng, alpha, starts, n_starts, n_draw_starts, widen, max_iterations, method,
+     n_bootstrap) = _search_iv(draws, scores, log_density, score, rng, alpha, starts, options)
     n_chain, n_draw, d = draws.shape
     flat = draws.reshape(-1, d)
     counted = _Counted(log_density, score, d)
@@ -456,6 +498,11 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
     pvalue = _deficit_pvalue(int(visits[~visited].sum()), flat.shape[0], effective,
                              unvisited_mass)
+    statistic = acceptance = np.nan
+    if method == "perturbed ksd":
+        pvalue, statistic, acceptance = _perturbed_ksd_test(
+            draws, np.asarray(scores, dtype=np.float64), modes, counted, kernel,
+            preconditioner, rng, n_bootstrap)
     found = bool(pvalue < alpha)
 
     details = MissingMassDetails(
@@ -471,10 +518,100 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         n_rejected=n_rejected,
         starts=starts_from,
         n_score=counted.n_score,
+        statistic=statistic,
+        acceptance=acceptance,
     )
-    return MissingMass(found=found, pvalue=pvalue, method=_METHOD,
-                       summary=_summary(details, found, pvalue),
+    summary = _summary(details, found, pvalue)
+    if method == "perturbed ksd":
+        summary = _perturbed_summary(details, found, pvalue)
+    return MissingMass(found=found, pvalue=pvalue,
+                       method=_PERTURBED if method == "perturbed ksd" else _MODE_SEARCH,
+                       summary=summary,
                        n_log_density=counted.n_log_density, details=details)
+
+
+def _symmetric_sqrt(precision):
+    values, vectors = np.linalg.eigh(precision)
+    return (vectors * np.sqrt(values)) @ vectors.T
+
+
+def _perturb(flat, log_p, modes, theta, counted, rng):
+    """``_PERTURB_STEPS`` Metropolis-Hastings steps with mode-jump proposals (p-invariant).
+
+    Each step picks an ordered pair (i, j) of distinct modes uniformly and proposes
+    x' = theta m_j + S_j^-1 S_i (x - theta m_i), S = H^(1/2); the pair (j, i) maps x' back
+    to x and is picked with the same probability, so accepting with probability
+    min(1, p(x') |det S_i| / (p(x) |det S_j|)) leaves p invariant (Liu, Duncan & Gandy
+    2023). Returns the moved points, their log p and the number of accepted moves.
+    """
+    roots = [_symmetric_sqrt(mode["precision"]) for mode in modes]
+    log_dets = [0.5 * np.linalg.slogdet(mode["precision"])[1] for mode in modes]
+    pairs = [(i, j) for i in range(len(modes)) for j in range(len(modes)) if i != j]
+    maps = [(np.linalg.solve(roots[j], roots[i]), theta * modes[j]["point"],
+             theta * modes[i]["point"], log_dets[i] - log_dets[j]) for i, j in pairs]
+    x, logp, accepted = flat.copy(), log_p.copy(), 0
+    for _ in range(_PERTURB_STEPS):
+        which = rng.integers(len(pairs), size=x.shape[0])
+        proposal = np.empty_like(x)
+        log_jacobian = np.empty(x.shape[0])
+        for k, (matrix, to_centre, from_centre, log_det) in enumerate(maps):
+            rows = which == k
+            proposal[rows] = to_centre + (x[rows] - from_centre) @ matrix.T
+            log_jacobian[rows] = log_det
+        with np.errstate(invalid="ignore", over="ignore"):
+            proposal_logp = counted.log_density(proposal)
+            log_ratio = np.where(np.isfinite(proposal_logp),
+                                 proposal_logp + log_jacobian - logp, -np.inf)
+        accept = np.log(rng.random(x.shape[0])) < log_ratio
+        x[accept], logp[accept] = proposal[accept], proposal_logp[accept]
+        accepted += int(accept.sum())
+    return x, logp, accepted
+
+
+def _perturbed_ksd_test(draws, scores, modes, counted, kernel, preconditioner, rng,
+                        n_bootstrap):
+    """spKSD: sum over the draws and their perturbations of N KSD^2_V, wild bootstrap.
+
+    The same bootstrap weight vector multiplies draw i and every perturbation of draw
+    i, so the replicates keep the dependence between them; each chain's weights are a
+    sign chain with the flip probability ``ksd_test`` uses for it.
+    """
+    n_chain, n_draw, d = draws.shape
+    flat = draws.reshape(-1, d)
+    tau = np.array([integrated_autocorrelation_time(
+        np.concatenate([draws[ch], scores[ch]], axis=1)).max() for ch in range(n_chain)])
+    weights = bootstrap_weights("wild", rng, n_chain, n_draw, n_bootstrap,
+                                flip_probability(tau))
+    total = quadratic_forms(draws, scores, preconditioner, kernel, weights, True)[1]
+    accepted = proposed = 0
+    if len(modes) >= 2:
+        log_p = counted.log_density(flat)
+        for theta in _JUMP_SCALES:
+            moved, _, n_accepted = _perturb(flat, log_p, modes, theta, counted, rng)
+            accepted += n_accepted
+            proposed += _PERTURB_STEPS * flat.shape[0]
+            moved_scores = counted.score(moved)
+            if not (np.all(np.isfinite(moved)) and np.all(np.isfinite(moved_scores))):
+                raise ValueError("the score is not finite at a perturbed draw.")
+            total = total + quadratic_forms(moved.reshape(draws.shape),
+                                            moved_scores.reshape(draws.shape),
+                                            preconditioner, kernel, weights, True)[1]
+    total = total / (n_chain * n_draw)
+    pvalue = float(bootstrap_pvalue(total[1:], np.asarray(total[0])))
+    return pvalue, float(total[0]), (accepted / proposed if proposed else np.nan)
+
+
+def _perturbed_summary(details, found, pvalue):
+    n_modes = details.modes.shape[0]
+    if n_modes < 2:
+        return (f"the perturbed KSD test found {n_modes} mode(s), so it had no jumps to make "
+                f"and is the plain KSD test (p = {pvalue:.2g}).")
+    if found:
+        return (f"draws moved between the {n_modes} modes found by p-invariant jumps no "
+                f"longer fit p (perturbed KSD test, p = {pvalue:.2g}): the chains hold the "
+                "modes in the wrong proportions or miss one.")
+    return (f"draws moved between the {n_modes} modes found by p-invariant jumps still fit "
+            f"p (perturbed KSD test, p = {pvalue:.2g}).")
 
 
 def _summary(details, found, pvalue):
