@@ -344,3 +344,38 @@ def test_perturbed_ksd_needs_scores():
     with pytest.raises(ValueError, match="method must be"):
         search_missing_mass(draws, None, log_density=LOG_P_1D, score=SCORE_1D, kernel=None,
                             preconditioner=None, rng=0, method="bogus")
+
+
+def test_funnel_without_a_mode_finds_nothing():
+    # Centred eight schools (Rubin 1981 data), unconstrained (mu, log tau, theta): log p
+    # grows without bound as tau -> 0 with theta = mu (the funnel's neck), so it has no
+    # mode; the search must report no mode rather than a "mode" where it stopped.
+    y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
+    sigma = np.array([15.0, 10, 16, 11, 9, 11, 10, 18])
+
+    def log_p(x):
+        mu, log_tau, theta = x[:, 0], x[:, 1], x[:, 2:]
+        tau = np.exp(log_tau)
+        return (-0.5 * (mu / 5) ** 2 - 0.5 * (tau / 5) ** 2 - 7 * log_tau
+                - 0.5 * (((theta - mu[:, None]) / tau[:, None]) ** 2).sum(1)
+                - 0.5 * (((y - theta) / sigma) ** 2).sum(1))
+
+    def score(x):
+        mu, log_tau, theta = x[:, 0], x[:, 1], x[:, 2:]
+        tau = np.exp(log_tau)
+        r = (theta - mu[:, None]) / tau[:, None]
+        out = np.empty_like(x)
+        out[:, 0] = -mu / 25 + (r / tau[:, None]).sum(1)
+        out[:, 1] = -tau ** 2 / 25 - 7 + (r ** 2).sum(1)
+        out[:, 2:] = -r / tau[:, None] + (y - theta) / sigma ** 2
+        return out
+
+    rng = np.random.default_rng(8)
+    mu = rng.normal(4, 3, (2, 200))
+    log_tau = rng.normal(1, 0.8, (2, 200))
+    theta = mu[..., None] + np.exp(log_tau)[..., None] * rng.normal(size=(2, 200, 8))
+    draws = np.concatenate([mu[..., None], log_tau[..., None], theta], axis=2)
+    res = _search(draws, log_p, score, rng, n_starts=8, n_draw_starts=2, max_iterations=100)
+    assert not res.found
+    assert res.details.modes.shape == (0, 10)
+    assert "no local maximum" in res.summary

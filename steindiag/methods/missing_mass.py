@@ -62,6 +62,9 @@ _VISIT_QUANTILE = 0.5
 _VISITED_SHARE = 0.1
 # End points closer than this (Mahalanobis distance in the Hessian's metric) are one mode.
 _MERGE_DISTANCE = 1.0
+# An end point is a mode only if a Newton step from it would raise log p by less than
+# this (it is stationary up to the optimiser's tolerance).
+_MAX_RISE = 0.05
 # Central-difference step for the Hessian, relative to the mode's scale.
 _FD_STEP = 1e-4
 
@@ -94,8 +97,8 @@ class MissingMassDetails:
     n_starts : int
         Optimiser runs.
     n_rejected : int
-        Runs whose end point was not a local maximum (Hessian not negative definite,
-        non-finite log p, or an optimiser failure).
+        Distinct end points that were not local maxima (Hessian not negative definite,
+        not stationary, non-finite log p) and runs that failed.
     starts : str
         Where the overdispersed starts came from ("given" or "widened draws").
     n_score : int
@@ -285,7 +288,7 @@ def _maximise(counted, start, max_iterations):
                                    options={"maxiter": max_iterations})
     if not np.isfinite(result.fun) or not np.all(np.isfinite(result.x)):
         return None
-    return result.x, -float(result.fun)
+    return result.x, -float(result.fun), -np.asarray(result.jac, dtype=np.float64)
 
 
 def _hessian(counted, point, scale):
@@ -299,14 +302,24 @@ def _hessian(counted, point, scale):
     return -0.5 * (jacobian + jacobian.T)
 
 
-def _as_mode(counted, point, scale):
-    """(precision H, log det H) at a local maximum, or None (saddle, flat, not finite)."""
+def _as_mode(counted, point, gradient, scale):
+    """(precision H, log det H) at a local maximum, or None.
+
+    None for a saddle or a flat direction (H not positive definite), non-finite values,
+    or a point that is not stationary: half the Newton decrement, s^T H^-1 s / 2 (the
+    rise of log p a Newton step would still make), above ``_MAX_RISE`` (an optimiser
+    that ran out of iterations, or climbs a density that grows without bound, as in
+    the neck of a funnel).
+    """
     precision = _hessian(counted, point, scale)
-    if not np.all(np.isfinite(precision)):
+    if not np.all(np.isfinite(precision)) or not np.all(np.isfinite(gradient)):
         return None
     try:
         factor = np.linalg.cholesky(precision)
     except np.linalg.LinAlgError:
+        return None
+    whitened = np.linalg.solve(factor, gradient)
+    if 0.5 * whitened @ whitened > _MAX_RISE:
         return None
     log_det = 2.0 * np.sum(np.log(np.diag(factor)))
     return precision, log_det
@@ -389,8 +402,10 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     -----
     From every start, L-BFGS maximises log p (the score is the gradient). End points
     closer than 1 in the Mahalanobis distance of their Hessians are merged; end points
-    where -Hessian (central differences of the score) is not positive definite are not
-    modes and are dropped. Each mode m gets the Laplace mass
+    where -Hessian (central differences of the score) is not positive definite, or
+    where a Newton step would still raise log p by more than 0.05 (not stationary: the
+    optimiser stopped early, or log p grows without bound, as in a funnel's neck), are
+    not modes and are dropped. Each mode m gets the Laplace mass
     ``exp(log p(m)) (2 pi)^(d/2) det(H)^(-1/2)``, normalised over the modes found (its
     relative mass w). Under p, a share w / 2 of the N draws would fall in the mode's
     central Laplace ellipsoid ``(x - m)^T H (x - m) <= chi2_d(0.5)`` (its half-mass
@@ -467,7 +482,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
             ends.append(end)
     ends.sort(key=lambda item: -item[1])
     modes, n_rejected = [], len(points) - len(ends)
-    for point, value in ends:
+    for point, value, gradient in ends:
         same = False
         for mode in modes:
             if _mahalanobis_sq(point[None], mode["point"], mode["precision"])[0] \
@@ -476,7 +491,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
                 break
         if same:
             continue
-        local = _as_mode(counted, point, spread)
+        local = _as_mode(counted, point, gradient, spread)
         if local is None:
             n_rejected += 1
             continue
@@ -618,7 +633,8 @@ def _summary(details, found, pvalue):
     n_modes = details.modes.shape[0]
     if n_modes == 0:
         return (f"the mode search from {details.n_starts} starts found no local maximum of "
-                "log p (every run failed or ended on a saddle); nothing can be said about "
+                "log p (every run ended on a saddle, a flat direction or a density that "
+                "grows without bound, as in a funnel's neck); nothing can be said about "
                 "unvisited mass.")
     unvisited = np.flatnonzero(~details.visited)
     if unvisited.size == 0:
