@@ -341,6 +341,9 @@ def test_perturbed_ksd_needs_scores():
     with pytest.raises(ValueError, match="needs the scores"):
         search_missing_mass(draws, None, log_density=LOG_P_1D, score=SCORE_1D, kernel=None,
                             preconditioner=None, rng=0, method="perturbed ksd")
+    with pytest.raises(TypeError, match="needs kernel"):
+        search_missing_mass(draws, -draws, log_density=LOG_P_1D, score=SCORE_1D, kernel=None,
+                            preconditioner=None, rng=0, method="perturbed ksd")
     with pytest.raises(ValueError, match="method must be"):
         search_missing_mass(draws, None, log_density=LOG_P_1D, score=SCORE_1D, kernel=None,
                             preconditioner=None, rng=0, method="bogus")

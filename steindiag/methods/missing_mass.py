@@ -25,6 +25,7 @@ import numpy as np
 from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
+from steindiag._validate import check_rng
 from steindiag.engine.forms import quadratic_forms
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
@@ -196,7 +197,8 @@ def _positive_int(value, name):
     return int(value)
 
 
-def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
+def _search_iv(draws, scores, log_density, score, kernel, preconditioner, rng, alpha,
+               starts, options):
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 3 or draws.shape[1] < 2 or draws.shape[2] < 1:
         raise ValueError(
@@ -218,8 +220,7 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
         raise TypeError(
             f"score must be a callable (n, d) -> (n, d); got {type(score).__name__}."
         )
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)
+    rng = check_rng(rng)
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
     d = draws.shape[2]
@@ -253,8 +254,18 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"method must be one of {list(_METHODS)}; got {method!r}.")
     n_bootstrap = _positive_int(options.get("n_bootstrap", _N_BOOTSTRAP), "n_bootstrap")
-    if method == "perturbed ksd" and scores is None:
-        raise ValueError("method='perturbed ksd' needs the scores of the draws.")
+    if method == "perturbed ksd":
+        if scores is None:
+            raise ValueError("method='perturbed ksd' needs the scores of the draws.")
+        if not np.all(np.isfinite(np.asarray(scores, dtype=np.float64))):
+            raise ValueError("scores must be finite.")
+        if not hasattr(kernel, "numba_kind"):
+            raise TypeError("method='perturbed ksd' needs kernel, a steindiag.kernels kernel "
+                            f"object; got {type(kernel).__name__}.")
+        if not hasattr(preconditioner, "to_kernel_coordinates"):
+            raise TypeError("method='perturbed ksd' needs preconditioner, resolved from the "
+                            "draws (steindiag.kernels.preconditioner.make_preconditioner); "
+                            f"got {type(preconditioner).__name__}.")
     return (draws, rng, float(alpha), starts, n_starts, int(n_draw_starts), widen,
             max_iterations, method, n_bootstrap)
 
@@ -467,7 +478,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     (True, [-4.0, 4.0])
     """
     (draws, rng, alpha, starts, n_starts, n_draw_starts, widen, max_iterations, method,
-     n_bootstrap) = _search_iv(draws, scores, log_density, score, rng, alpha, starts, options)
+     n_bootstrap) = _search_iv(draws, scores, log_density, score, kernel, preconditioner, rng,
+                               alpha, starts, options)
     n_chain, n_draw, d = draws.shape
     flat = draws.reshape(-1, d)
     counted = _Counted(log_density, score, d)
