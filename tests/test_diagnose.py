@@ -260,11 +260,12 @@ def _eight_schools(pm, centred):
     return model
 
 
-def _sample(pm, model, seed):
+def _sample(pm, model, seed, target_accept):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return pm.sample(model=model, draws=1000, tune=1000, chains=4, cores=1,
-                         random_seed=seed, progressbar=False, compute_convergence_checks=False)
+        return pm.sample(model=model, draws=500, tune=500, chains=4, cores=1,
+                         random_seed=seed, progressbar=False, compute_convergence_checks=False,
+                         target_accept=target_accept)
 
 
 @pytest.fixture(scope="module")
@@ -283,17 +284,19 @@ def centred(pm):
 
 
 def test_non_centred_nuts_fits(pm, non_centred):
-    trace = _sample(pm, non_centred, seed=11)
-    res = steindiag.diagnose(trace, non_centred, var_names=["mu", "tau", "theta_tilde"],
-                             rng=0)
-    # Truth: NUTS on the non-centred model samples the posterior (no funnel).
+    trace = _sample(pm, non_centred, seed=11, target_accept=0.95)
+    res = steindiag.diagnose(trace, non_centred, rng=0)
+    # Truth: NUTS on the non-centred model samples the posterior (no funnel; target_accept
+    # 0.95 removes the few divergences the default step size leaves).
     assert res["verdict_pooled"].item() == "fits", repr(res)
     assert "missing_mass_found" in res
 
 
 def test_divergent_centred_nuts_is_not_fits(pm, centred):
-    trace = _sample(pm, centred, seed=12)
-    res = steindiag.diagnose(trace, centred, var_names=["mu", "tau", "theta"], rng=0)
+    trace = _sample(pm, centred, seed=12, target_accept=0.8)
+    # The mode search is left out to keep the test fast: on the funnel its optimiser runs
+    # are long (log p is unbounded as tau -> 0), and it cannot turn a verdict into "fits".
+    res = steindiag.diagnose(trace, centred, missing_mass=False, rng=0)
     # Truth: the centred model's funnel makes NUTS diverge (Betancourt & Girolami 2015);
     # the run used here has divergences, and the verdict must not be "fits".
     assert res["divergences"].values.sum() > 0
