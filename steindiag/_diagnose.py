@@ -456,8 +456,10 @@ def report(result):
     lines.append(f"  each test at level {result.attrs['test_level']:.2g} = alpha "
                  f"{result.attrs['alpha']:g} / {result.attrs['n_tests']} tests (Bonferroni); "
                  "KSD / floor is a description, not the verdict.")
+    pooled_reason = result["reason_pooled"].item()
     bad = [(str(ch), v, r) for ch, v, r in zip(result["chain"].values, result["verdict"].values,
-                                               result["reason"].values) if v != rules.FITS]
+                                               result["reason"].values)
+           if v != rules.FITS and r not in pooled_reason and pooled_reason not in r]
     for ch, v, r in bad[:8]:
         lines.append(f"  chain {ch}: {v}: {r}")
     return "\n".join(lines)
