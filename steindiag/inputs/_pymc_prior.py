@@ -20,8 +20,12 @@ from steindiag.inputs._labels import element_labels
 __all__ = ["prior_starts"]
 
 # Prior draws are drawn again (at most this many rounds) when some of them have no
-# finite unconstrained value (a draw exactly on the boundary of its support).
+# finite unconstrained value (a draw on the boundary of its support) or are off the
+# support of their transform (pm.draw ignores the ordered transform's constraint).
 _MAX_ROUNDS = 5
+
+# A few dozen prior draws: the Python linker needs no C compilation (cold start).
+_DRAW_MODE = "FAST_COMPILE"
 
 
 def _layout_labels(model, layout):
@@ -88,7 +92,8 @@ def prior_starts(model, parameter, n, rng):
     ValueError
         If ``parameter`` does not match the layout, if the model has a free variable
         that cannot be drawn from its prior (``pm.Flat``, ``pm.HalfFlat``; pass starts
-        of your own or none), or if no prior draw has a finite unconstrained value.
+        of your own or none), or if fewer than ``n`` of ``5 n`` prior draws have a
+        finite unconstrained value in the support of every transform.
 
     Examples
     --------
@@ -114,7 +119,8 @@ def prior_starts(model, parameter, n, rng):
     kept, have = [], 0
     for _ in range(_MAX_ROUNDS):
         try:
-            values = pm.draw([var.rv for var in layout], draws=int(n), random_seed=rng)
+            values = pm.draw([var.rv for var in layout], draws=int(n), random_seed=rng,
+                             mode=_DRAW_MODE)
         except NotImplementedError as error:
             raise ValueError(
                 "the model's prior cannot be drawn from (a pm.Flat or pm.HalfFlat free "
@@ -123,9 +129,13 @@ def prior_starts(model, parameter, n, rng):
             ) from error
         arrays = [np.asarray(value).reshape(int(n), *var.shape)
                   for value, var in zip(values, layout)]
-        flat, _ = _pymc.unconstrained_values(model, layout, arrays,
-                                             ["constrained"] * len(layout))
-        flat = flat[np.all(np.isfinite(flat), axis=1)]
+        flat, outside = _pymc.unconstrained_values(model, layout, arrays,
+                                                   ["constrained"] * len(layout))
+        # Off the support (e.g. an unsorted draw of an ordered variable): no valid start.
+        good = np.all(np.isfinite(flat), axis=1)
+        for bad in outside.values():
+            good &= ~bad
+        flat = flat[good]
         kept.append(flat)
         have += flat.shape[0]
         if have >= n:

@@ -10,9 +10,10 @@ This module looks for the missing mode directly:
       -> end points merged into distinct modes; Hessian of -log p at each mode by central
          differences of the score; saddles and flat directions dropped
       -> Laplace mass of each mode, relative to the sum over all modes found
-      -> a mode is *visited* when draws fall in its 99 % Laplace ellipsoid
-      -> unvisited relative mass M and the probability (1 - M)^ESS that ESS effective draws
-         from p would all have missed it: the p-value.
+      -> a mode is *visited* when the draws fill a tenth of what p puts in its central
+         (50 %) Laplace ellipsoid
+      -> unvisited relative mass M and the binomial probability that ESS effective draws
+         from p would miss those cores as badly as the chains did: the p-value.
 
 See the background page of the docs ("Mass the draws never visited").
 """
@@ -22,12 +23,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, special, stats
+from threadpoolctl import threadpool_limits
 
+from steindiag.engine.forms import quadratic_forms
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
 
 __all__ = ["MissingMass", "MissingMassDetails", "search_missing_mass"]
 
-_METHOD = "mode search"
+_MODE_SEARCH = "mode search"
+_PERTURBED = "perturbed KSD test (Liu, Duncan & Gandy 2023)"
+_METHODS = ("mode search", "perturbed ksd")
+
+# Perturbed KSD test: T - 1 = 9 Metropolis-Hastings steps (their T = 10) with mode-jump
+# proposals of jump scales theta (their spKSD sums over a grid in [0.5, 1.5]; theta = 1
+# is left out: exact jumps between equal modes move a one-mode sample straight to p).
+_PERTURB_STEPS = 9
+_JUMP_SCALES = (0.5, 0.75, 1.25, 1.5)
+_N_BOOTSTRAP = 500
 
 # Defaults (see ``search_missing_mass``).
 _N_STARTS = 32
@@ -38,8 +51,15 @@ _N_DRAW_STARTS = 8
 _WIDEN = (2.0, 4.0, 8.0, 16.0)
 _MAX_ITERATIONS = 200
 # Draws inside this quantile of the chi-square ellipsoid of a mode's Laplace
-# approximation count as visits of that mode.
-_VISIT_QUANTILE = 0.99
+# approximation count as visits of that mode: its half-mass core, which the tails of a
+# neighbouring mode rarely reach (0.99 let 8 % of the draws of N(0, 1) count as visits
+# of a mode at 4).
+_VISIT_QUANTILE = 0.5
+# A mode counts as visited when its ellipsoid holds at least this share of the draws p
+# would put there (its relative mass x N / 2): a few draws straying from a
+# neighbouring mode do not make a mode visited, and a Laplace mass wrong by a factor of
+# several does not make a visited mode look empty.
+_VISITED_SHARE = 0.1
 # End points closer than this (Mahalanobis distance in the Hessian's metric) are one mode.
 _MERGE_DISTANCE = 1.0
 # Central-difference step for the Hessian, relative to the mode's scale.
@@ -62,9 +82,10 @@ class MissingMassDetails:
     relative_mass : ndarray (mode,)
         exp(log_mass) normalised over the modes found (sums to 1).
     visits : ndarray of int (mode, chain)
-        Draws of each chain inside each mode's 99 % Laplace ellipsoid.
+        Draws of each chain inside each mode's central (50 %) Laplace ellipsoid.
     visited : ndarray of bool (mode,)
-        Whether any draw of any chain is inside the ellipsoid.
+        Whether the chains together put at least a tenth of the draws p would put
+        in the ellipsoid (relative mass x number of draws / 2) there.
     unvisited_mass : float
         Sum of ``relative_mass`` over the modes not visited.
     effective_draws : float
@@ -79,6 +100,11 @@ class MissingMassDetails:
         Where the overdispersed starts came from ("given" or "widened draws").
     n_score : int
         Score evaluations made (points).
+    statistic : float
+        Perturbed KSD test only: the statistic, sum over jump scales (and the
+        unperturbed draws) of N KSD^2_V, pooled over chains; NaN for the mode search.
+    acceptance : float
+        Perturbed KSD test only: the share of accepted mode jumps; NaN otherwise.
     """
 
     modes: np.ndarray
@@ -93,6 +119,8 @@ class MissingMassDetails:
     n_rejected: int
     starts: str
     n_score: int
+    statistic: float = np.nan
+    acceptance: float = np.nan
 
 
 @dataclass(kw_only=True)
@@ -105,7 +133,8 @@ class MissingMass:
         Mass the draws never visited was detected at level ``alpha``.
     pvalue : float
         Approximate p-value: the probability that ``effective_draws`` draws from p
-        would all miss the unvisited modes, (1 - unvisited_mass)^effective_draws.
+        would miss the unvisited modes as badly as the chains did,
+        (1 - unvisited_mass / 2)^effective_draws when no draw is near them.
         1 when every mode found was visited.
     method : str
         The method used ("mode search").
@@ -199,7 +228,8 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
             )
         if not np.all(np.isfinite(starts)):
             raise ValueError("starts must be finite.")
-    allowed = {"n_starts", "n_draw_starts", "widen", "max_iterations"}
+    allowed = {"method", "n_starts", "n_draw_starts", "widen", "max_iterations",
+               "n_bootstrap"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise TypeError(
@@ -216,7 +246,14 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
         raise ValueError(f"widen must be one or more factors >= 1; got {options.get('widen')!r}.")
     max_iterations = _positive_int(options.get("max_iterations", _MAX_ITERATIONS),
                                    "max_iterations")
-    return draws, rng, float(alpha), starts, n_starts, int(n_draw_starts), widen, max_iterations
+    method = options.get("method", "mode search")
+    if not isinstance(method, str) or method not in _METHODS:
+        raise ValueError(f"method must be one of {list(_METHODS)}; got {method!r}.")
+    n_bootstrap = _positive_int(options.get("n_bootstrap", _N_BOOTSTRAP), "n_bootstrap")
+    if method == "perturbed ksd" and scores is None:
+        raise ValueError("method='perturbed ksd' needs the scores of the draws.")
+    return (draws, rng, float(alpha), starts, n_starts, int(n_draw_starts), widen,
+            max_iterations, method, n_bootstrap)
 
 
 def _starting_points(flat, rng, starts, n_starts, n_draw_starts, widen):
@@ -242,7 +279,8 @@ def _maximise(counted, start, max_iterations):
             return np.inf, np.zeros_like(x)
         return -value, -gradient
 
-    with np.errstate(all="ignore"):
+    # One BLAS thread: L-BFGS-B's small dense products only lose time to thread start-up.
+    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
         result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
                                    options={"maxiter": max_iterations})
     if not np.isfinite(result.fun) or not np.all(np.isfinite(result.x)):
@@ -285,6 +323,20 @@ def _effective_draws(draws):
                      for ch in range(n_chain)))
 
 
+def _deficit_pvalue(count, n_total, effective, mass):
+    """P(at most ``count`` of ``effective`` draws from p land in the unvisited cores).
+
+    The cores hold ``_VISIT_QUANTILE * mass`` of p. The observed count is scaled to the
+    effective number of draws (count * ESS / N); a binomial tail, (1 - mass / 2)^ESS
+    when no draw landed there.
+    """
+    if mass <= 0.0:
+        return 1.0
+    n_eff = max(int(np.floor(effective)), 1)
+    scaled = int(np.floor(count * effective / n_total))
+    return float(stats.binom.cdf(scaled, n_eff, min(_VISIT_QUANTILE * mass, 1.0)))
+
+
 def _format_point(point, digits=3):
     shown = ", ".join(f"{value:.{digits}g}" for value in point[:6])
     return f"({shown}{', ...' if point.shape[0] > 6 else ''})"
@@ -298,15 +350,15 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     ----------
     draws, scores : ndarray (chain, draw, d)
         The draws and their scores, in the space the score lives in (the unconstrained
-        space for a PyMC model). ``scores`` is only checked for its shape (kept for the
-        methods that test the draws with KSD).
+        space for a PyMC model). The mode search only checks the shape of ``scores``
+        (it may be None); the perturbed KSD test uses them.
     log_density : callable
         (n, d) -> (n,): log p up to a constant, batched.
     score : callable
         (n, d) -> (n, d): grad log p, batched.
     kernel, preconditioner : objects
-        The kernel and preconditioner of the caller's KSD (as in
-        :mod:`steindiag.kernels`); the mode search does not use them.
+        The kernel (:mod:`steindiag.kernels`) and resolved preconditioner of the
+        caller's KSD; only the perturbed KSD test uses them.
     rng : int, numpy.random.Generator or None
         Source of the starts (which draws are widened or used as starts).
     alpha : float, default 0.05
@@ -317,6 +369,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         pushed out from the pooled mean, x -> mean + f (x - mean), with f cycling through
         ``widen``.
     **options
+        ``method``: ``"mode search"`` (default) or ``"perturbed ksd"`` (see Notes);
+        ``n_bootstrap`` (default 500): bootstrap replicates of the perturbed KSD test;
         ``n_starts`` (default 32): widened starts, when ``starts`` is None;
         ``n_draw_starts`` (default 8): draws used as starts as well, so that the modes
         the chains did visit are found and weighed; ``widen`` (default (2, 4, 8, 16)):
@@ -326,7 +380,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     Returns
     -------
     MissingMass
-        ``found``, ``pvalue``, ``method`` ("mode search"), ``summary`` (one sentence),
+        ``found``, ``pvalue``, ``method`` ("mode search" or "perturbed KSD test (Liu,
+        Duncan & Gandy 2023)"), ``summary`` (one sentence),
         ``n_log_density`` (points at which log p was evaluated) and ``details``
         (:class:`MissingMassDetails`: the modes, their Laplace masses, visits per chain).
 
@@ -336,21 +391,41 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     closer than 1 in the Mahalanobis distance of their Hessians are merged; end points
     where -Hessian (central differences of the score) is not positive definite are not
     modes and are dropped. Each mode m gets the Laplace mass
-    ``exp(log p(m)) (2 pi)^(d/2) det(H)^(-1/2)``, normalised over the modes found. A mode
-    is visited when at least one draw lies in its Laplace ellipsoid
-    ``(x - m)^T H (x - m) <= chi2_d(0.99)``. With M the relative mass of the unvisited
-    modes and ESS the draws' effective number (sum over chains of draw / tau), the
-    p-value is ``(1 - 0.99 M)^ESS``: the chance that ESS independent draws from p all
-    miss the unvisited ellipsoids. It is approximate twice over: the Laplace masses are
+    ``exp(log p(m)) (2 pi)^(d/2) det(H)^(-1/2)``, normalised over the modes found (its
+    relative mass w). Under p, a share w / 2 of the N draws would fall in the mode's
+    central Laplace ellipsoid ``(x - m)^T H (x - m) <= chi2_d(0.5)`` (its half-mass
+    core: the tails of a neighbouring mode rarely reach it). The mode counts as visited
+    when the chains put at least a tenth of that there (a Laplace mass off by a factor
+    of several, as for a skewed mode, still counts as visited; a few draws straying in
+    from a neighbouring mode do not). With M the relative mass of the unvisited modes,
+    C the draws in their ellipsoids and ESS the draws' effective number (sum over chains
+    of draw / tau), the p-value is the binomial probability
+    P(Bin(ESS, M / 2) <= C ESS / N), which is ``(1 - M / 2)^ESS`` when C = 0: the chance
+    that draws from p would miss the unvisited modes' cores as badly. It is
+    approximate twice over: the Laplace masses are
     exact only for Gaussian modes, and the mass of modes no start reached is not
     counted (the search can miss a mode; it never invents one). Draws that cover every
     mode give M = 0 and p = 1, whatever their mixing proportions: this search answers
     "was some mode never visited", not "are the proportions right".
 
+    ``method="perturbed ksd"`` (Liu, Duncan & Gandy 2023, their spKSD): with the modes
+    found as above, each draw makes 9 Metropolis-Hastings steps whose proposal jumps
+    from a mode m_i to another m_j, x' = theta m_j + S_j^-1 S_i (x - theta m_i) with
+    S = H^(1/2), accepted with probability min(1, p(x') det S_i / (p(x) det S_j)): a move
+    that leaves p invariant, so draws from p stay draws from p. For theta in (0.5,
+    0.75, 1.25, 1.5) the moved samples land off-centre in the modes the chains missed,
+    where KSD sees the wrong shape. The statistic, N KSD^2_V of the draws plus that of
+    each moved sample (pooled over chains), is tested with one wild bootstrap whose
+    weight of draw i also weighs its moved copies (as in :func:`steindiag.ksd_test`).
+    Unlike the mode search it also reacts to visited modes held in the wrong
+    proportions; with fewer than two modes found it is the plain KSD test.
+
     Cost: each start costs one L-BFGS run, typically 10-60 evaluations of log p and the
     score at one point; each distinct end point costs 2 d score evaluations for the
-    Hessian. ``n_log_density`` counts them (``details.n_score`` the scores). The draws
-    are only compared with the modes: O(N d^2) per mode, no kernel matrix.
+    Hessian. ``n_log_density`` counts them (``details.n_score`` the scores). The mode
+    search only compares the draws with the modes: O(N d^2) per mode, no kernel matrix.
+    The perturbed KSD test adds N + 4 x 9 N log p evaluations, 4 N scores and 5 tiled
+    passes of the bootstrap's quadratic forms, O(N^2 (d + B)) time each, O(N B) memory.
 
     References
     ----------
@@ -376,9 +451,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     >>> res.found, np.sort(res.details.modes.round(1).ravel()).tolist()
     (True, [-4.0, 4.0])
     """
-    (draws, rng, alpha, starts, n_starts, n_draw_starts, widen,
-     max_iterations) = _search_iv(draws, scores, log_density, score, rng, alpha, starts,
-                                  options)
+    (draws, rng, alpha, starts, n_starts, n_draw_starts, widen, max_iterations, method,
+     n_bootstrap) = _search_iv(draws, scores, log_density, score, rng, alpha, starts, options)
     n_chain, n_draw, d = draws.shape
     flat = draws.reshape(-1, d)
     counted = _Counted(log_density, score, d)
@@ -415,12 +489,20 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     for k, mode in enumerate(modes):
         inside = _mahalanobis_sq(flat, mode["point"], mode["precision"]) <= radius_sq
         visits[k] = inside.reshape(n_chain, n_draw).sum(axis=1)
-    visited = visits.sum(axis=1) > 0
     log_mass = np.array([mode["log_mass"] for mode in modes])
     relative = np.exp(log_mass - special.logsumexp(log_mass)) if modes else np.zeros(0)
-    unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
+    # Visited: at least _VISITED_SHARE of the draws p would put in the ellipsoid.
+    expected = _VISIT_QUANTILE * relative * flat.shape[0]
+    visited = visits.sum(axis=1) >= _VISITED_SHARE * expected
     effective = _effective_draws(draws)
-    pvalue = float(np.exp(effective * np.log1p(-_VISIT_QUANTILE * min(unvisited_mass, 1.0))))
+    unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
+    pvalue = _deficit_pvalue(int(visits[~visited].sum()), flat.shape[0], effective,
+                             unvisited_mass)
+    statistic = acceptance = np.nan
+    if method == "perturbed ksd":
+        pvalue, statistic, acceptance = _perturbed_ksd_test(
+            draws, np.asarray(scores, dtype=np.float64), modes, counted, kernel,
+            preconditioner, rng, n_bootstrap)
     found = bool(pvalue < alpha)
 
     details = MissingMassDetails(
@@ -436,10 +518,100 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         n_rejected=n_rejected,
         starts=starts_from,
         n_score=counted.n_score,
+        statistic=statistic,
+        acceptance=acceptance,
     )
-    return MissingMass(found=found, pvalue=pvalue, method=_METHOD,
-                       summary=_summary(details, found, pvalue),
+    summary = _summary(details, found, pvalue)
+    if method == "perturbed ksd":
+        summary = _perturbed_summary(details, found, pvalue)
+    return MissingMass(found=found, pvalue=pvalue,
+                       method=_PERTURBED if method == "perturbed ksd" else _MODE_SEARCH,
+                       summary=summary,
                        n_log_density=counted.n_log_density, details=details)
+
+
+def _symmetric_sqrt(precision):
+    values, vectors = np.linalg.eigh(precision)
+    return (vectors * np.sqrt(values)) @ vectors.T
+
+
+def _perturb(flat, log_p, modes, theta, counted, rng):
+    """``_PERTURB_STEPS`` Metropolis-Hastings steps with mode-jump proposals (p-invariant).
+
+    Each step picks an ordered pair (i, j) of distinct modes uniformly and proposes
+    x' = theta m_j + S_j^-1 S_i (x - theta m_i), S = H^(1/2); the pair (j, i) maps x' back
+    to x and is picked with the same probability, so accepting with probability
+    min(1, p(x') |det S_i| / (p(x) |det S_j|)) leaves p invariant (Liu, Duncan & Gandy
+    2023). Returns the moved points, their log p and the number of accepted moves.
+    """
+    roots = [_symmetric_sqrt(mode["precision"]) for mode in modes]
+    log_dets = [0.5 * np.linalg.slogdet(mode["precision"])[1] for mode in modes]
+    pairs = [(i, j) for i in range(len(modes)) for j in range(len(modes)) if i != j]
+    maps = [(np.linalg.solve(roots[j], roots[i]), theta * modes[j]["point"],
+             theta * modes[i]["point"], log_dets[i] - log_dets[j]) for i, j in pairs]
+    x, logp, accepted = flat.copy(), log_p.copy(), 0
+    for _ in range(_PERTURB_STEPS):
+        which = rng.integers(len(pairs), size=x.shape[0])
+        proposal = np.empty_like(x)
+        log_jacobian = np.empty(x.shape[0])
+        for k, (matrix, to_centre, from_centre, log_det) in enumerate(maps):
+            rows = which == k
+            proposal[rows] = to_centre + (x[rows] - from_centre) @ matrix.T
+            log_jacobian[rows] = log_det
+        with np.errstate(invalid="ignore", over="ignore"):
+            proposal_logp = counted.log_density(proposal)
+            log_ratio = np.where(np.isfinite(proposal_logp),
+                                 proposal_logp + log_jacobian - logp, -np.inf)
+        accept = np.log(rng.random(x.shape[0])) < log_ratio
+        x[accept], logp[accept] = proposal[accept], proposal_logp[accept]
+        accepted += int(accept.sum())
+    return x, logp, accepted
+
+
+def _perturbed_ksd_test(draws, scores, modes, counted, kernel, preconditioner, rng,
+                        n_bootstrap):
+    """spKSD: sum over the draws and their perturbations of N KSD^2_V, wild bootstrap.
+
+    The same bootstrap weight vector multiplies draw i and every perturbation of draw
+    i, so the replicates keep the dependence between them; each chain's weights are a
+    sign chain with the flip probability ``ksd_test`` uses for it.
+    """
+    n_chain, n_draw, d = draws.shape
+    flat = draws.reshape(-1, d)
+    tau = np.array([integrated_autocorrelation_time(
+        np.concatenate([draws[ch], scores[ch]], axis=1)).max() for ch in range(n_chain)])
+    weights = bootstrap_weights("wild", rng, n_chain, n_draw, n_bootstrap,
+                                flip_probability(tau))
+    total = quadratic_forms(draws, scores, preconditioner, kernel, weights, True)[1]
+    accepted = proposed = 0
+    if len(modes) >= 2:
+        log_p = counted.log_density(flat)
+        for theta in _JUMP_SCALES:
+            moved, _, n_accepted = _perturb(flat, log_p, modes, theta, counted, rng)
+            accepted += n_accepted
+            proposed += _PERTURB_STEPS * flat.shape[0]
+            moved_scores = counted.score(moved)
+            if not (np.all(np.isfinite(moved)) and np.all(np.isfinite(moved_scores))):
+                raise ValueError("the score is not finite at a perturbed draw.")
+            total = total + quadratic_forms(moved.reshape(draws.shape),
+                                            moved_scores.reshape(draws.shape),
+                                            preconditioner, kernel, weights, True)[1]
+    total = total / (n_chain * n_draw)
+    pvalue = float(bootstrap_pvalue(total[1:], np.asarray(total[0])))
+    return pvalue, float(total[0]), (accepted / proposed if proposed else np.nan)
+
+
+def _perturbed_summary(details, found, pvalue):
+    n_modes = details.modes.shape[0]
+    if n_modes < 2:
+        return (f"the perturbed KSD test found {n_modes} mode(s), so it had no jumps to make "
+                f"and is the plain KSD test (p = {pvalue:.2g}).")
+    if found:
+        return (f"draws moved between the {n_modes} modes found by p-invariant jumps no "
+                f"longer fit p (perturbed KSD test, p = {pvalue:.2g}): the chains hold the "
+                "modes in the wrong proportions or miss one.")
+    return (f"draws moved between the {n_modes} modes found by p-invariant jumps still fit "
+            f"p (perturbed KSD test, p = {pvalue:.2g}).")
 
 
 def _summary(details, found, pvalue):
