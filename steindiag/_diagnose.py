@@ -338,7 +338,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     verdicts, reasons = rules.chain_verdicts(
         pvalue=pvalue, reliable=reliable, effective_draws=effective, level=level,
         mmd_pvalue=mmd_pvalue, mmd_reliable=mmd_reliable, divergences=divergences,
-        missing_found=missing_found, missing_summary=missing_summary)
+        missing_found=missing_found, missing_summary=missing_summary,
+        labels=prepared.chain.tolist())
     if not search_run:
         reasons = np.array([r + " (conditional: no search for unvisited mass)"
                             if v == rules.FITS else r for v, r in zip(verdicts, reasons)])
@@ -348,7 +349,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         chain_pvalue=pvalue, chain_reliable=reliable, mmd_pvalue=mmd_pvalue,
         mmd_reliable=mmd_reliable, divergences=divergences, missing_found=missing_found,
         missing_summary=missing_summary, missing_run=search_run,
-        missing_not_run_reason=not_run)
+        missing_not_run_reason=not_run, labels=prepared.chain.tolist())
 
     chain = prepared.chain
     data_vars = {

@@ -40,7 +40,7 @@ def _rejecting_pairs(mmd_pvalue, mmd_reliable, level):
 
 
 def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_reliable,
-                   divergences=None, missing_found=False, missing_summary=""):
+                   divergences=None, missing_found=False, missing_summary="", labels=None):
     """The verdict and its reason for each chain.
 
     Parameters
@@ -57,6 +57,8 @@ def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_
         The search found mass no chain visited (then no chain visited it either).
     missing_summary : str
         The search's sentence, quoted in the reason.
+    labels : sequence, optional
+        The chains' coordinate values, to name them in reasons (default: positions).
 
     Returns
     -------
@@ -78,6 +80,7 @@ def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_
     """
     pvalue = np.asarray(pvalue, dtype=np.float64)
     n_chain = pvalue.shape[0]
+    labels = list(range(n_chain)) if labels is None else list(labels)
     differs = _rejecting_pairs(mmd_pvalue, mmd_reliable, level)
     verdicts = np.empty(n_chain, dtype=object)
     reasons = np.empty(n_chain, dtype=object)
@@ -97,10 +100,10 @@ def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_
                 f"{int(divergences[ch])} divergent transitions: the sampler could not "
                 f"explore part of the target; no test rejected ({_p(pvalue[ch])})")
         elif differs[ch].any():
-            others = np.flatnonzero(differs[ch])
+            others = [labels[k] for k in np.flatnonzero(differs[ch])]
             verdict, reason = INCONCLUSIVE, (
-                f"differs from chain(s) at position {others.tolist()} (MMD test): one of "
-                "them did not sample the target")
+                f"differs from chain(s) {others} (MMD test): one of them did not sample "
+                "the target")
         else:
             verdict, reason = FITS, f"no test rejected (KSD {_p(pvalue[ch])})"
         verdicts[ch], reasons[ch] = verdict, reason
@@ -109,7 +112,8 @@ def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_
 
 def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, chain_reliable,
                    mmd_pvalue, mmd_reliable, divergences=None, missing_found=False,
-                   missing_summary="", missing_run=True, missing_not_run_reason=""):
+                   missing_summary="", missing_run=True, missing_not_run_reason="",
+                   labels=None):
     """The verdict and its reason for all chains together.
 
     Parameters
@@ -129,6 +133,8 @@ def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, ch
         Whether the search ran; a "fits" without it says so.
     missing_not_run_reason : str
         Why it did not run.
+    labels : sequence, optional
+        The chains' coordinate values, to name them in reasons (default: positions).
 
     Returns
     -------
@@ -147,18 +153,19 @@ def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, ch
     differs = _rejecting_pairs(mmd_pvalue, mmd_reliable, level)
     rejecting_chains = np.flatnonzero(chain_reliable & (chain_pvalue <= level))
     n_chain = chain_pvalue.shape[0]
+    labels = list(range(n_chain)) if labels is None else list(labels)
     if reliable and pvalue <= level:
         return DOES_NOT_FIT, f"the KSD test rejects the draws ({_p(pvalue)} <= {level:.2g})"
     if rejecting_chains.size:
         return DOES_NOT_FIT, (
-            f"the KSD test rejects chain(s) at position {rejecting_chains.tolist()} "
+            f"the KSD test rejects chain(s) {[labels[k] for k in rejecting_chains]} "
             f"(smallest {_p(chain_pvalue[rejecting_chains].min())} <= {level:.2g})")
     if missing_found:
         return DOES_NOT_FIT, f"unvisited mass: {missing_summary}"
     if differs.any():
         i, j = np.argwhere(np.triu(differs))[0]
         return DOES_NOT_FIT, (
-            f"the chains disagree: the MMD test rejects chain positions {i} and {j} "
+            f"the chains disagree: the MMD test rejects chains {labels[i]} and {labels[j]} "
             f"({_p(np.asarray(mmd_pvalue)[i, j])} <= {level:.2g}); chains of one target "
             "have one distribution")
     if not reliable:
