@@ -91,7 +91,15 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         (bootstrap): the simulated null statistics;
         ``autocorrelation_time`` (chain): the tau used for the wild bootstrap;
         ``flip_probability`` (chain): a of the sign chain (1/2 for ``"iid"``, NaN for
-        ``"multinomial"``).
+        ``"multinomial"``);
+        ``expected_sign_flips`` (chain): draw * a, the flips the sign chain is expected
+        to make; ``effective_draws`` (chain) and ``effective_draws_pooled`` (): draw / tau,
+        summed over chains when pooled;
+        ``pvalue_reliable`` (chain) and ``pvalue_reliable_pooled`` (): False where the
+        p-value cannot be trusted: with the wild bootstrap, a sign chain expected to
+        flip fewer than 10 times (pooled: in any chain). The statistic is returned
+        either way. ``"iid"`` and ``"multinomial"`` assume independent draws and are
+        always marked reliable.
         ``attrs``: ``bootstrap`` (the kind used), ``n_bootstrap``, ``flip_probability``,
         the rule for it, and the kernel and preconditioner as in :func:`steindiag.ksd`.
 
@@ -99,7 +107,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     -----
     UserWarning
         With the wild bootstrap, when a chain's sign chain is expected to flip fewer
-        than 10 times (a chain with very few effective draws): its p-value is unreliable.
+        than 10 times (a chain with very few effective draws): its p-value is unreliable
+        (``pvalue_reliable`` is False).
 
     Notes
     -----
@@ -185,8 +194,14 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     ])
     flip = {"wild": flip_probability(tau), "iid": np.full(n_chain, 0.5),
             "multinomial": np.full(n_chain, np.nan)}[bootstrap]
+    # The p-value is marked unreliable (not only warned about) when a wild bootstrap's
+    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times; pooled, when
+    # any chain's is (its part of the pooled statistic is then badly simulated).
+    expected_flips = n_draw * flip
+    reliable = (expected_flips >= _MIN_EXPECTED_FLIPS if bootstrap == "wild"
+                else np.ones(n_chain, dtype=bool))
     if bootstrap == "wild":
-        few = np.flatnonzero(n_draw * flip < _MIN_EXPECTED_FLIPS)
+        few = np.flatnonzero(~reliable)
         if few.size:
             labels = [prepared.chain[ch].item() for ch in few[:10]]
             more = f" and {few.size - 10} more" if few.size > 10 else ""
@@ -215,6 +230,12 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                                                "over draws and scores)"}),
         "flip_probability": (("chain",), flip,
                              {"long_name": "flip probability of the sign chain"}),
+        "expected_sign_flips": (("chain",), expected_flips,
+                                {"long_name": "expected flips of the sign chain, draw * a"}),
+        "effective_draws": (("chain",), n_draw / tau,
+                            {"long_name": "effective number of draws, draw / tau"}),
+        "pvalue_reliable": (("chain",), reliable,
+                            {"long_name": "whether the bootstrap p-value can be trusted"}),
     }
     if pooled:
         pooled_forms = pooled_forms / (n_chain * n_draw)
@@ -224,6 +245,11 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                                       {"long_name": "bootstrap p-value, pooled"})
         data_vars["bootstrap_statistic_pooled"] = (("bootstrap",), pooled_forms[1:],
                                                    {"long_name": "bootstrap statistics, pooled"})
+        data_vars["effective_draws_pooled"] = ((), float(np.sum(n_draw / tau)),
+                                               {"long_name": "effective draws, all chains"})
+        data_vars["pvalue_reliable_pooled"] = ((), bool(reliable.all()),
+                                               {"long_name": "whether the pooled p-value "
+                                                             "can be trusted"})
     attrs = {
         "test": "KSD goodness of fit, statistic N KSD^2_V",
         "bootstrap": bootstrap,
