@@ -21,7 +21,9 @@ from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
 from steindiag.inputs import is_labelled, read_input, score_function
-from steindiag.methods.variational import ADAGRAD_ALPHA, ADAGRAD_FUDGE, svgd_loop, threads_for
+from steindiag.methods.variational import (
+    ADAGRAD_ALPHA, ADAGRAD_FUDGE, step_sizes, svgd_loop, threads_for,
+)
 
 __all__ = ["stein_variational", "SteinVariational"]
 
@@ -68,7 +70,7 @@ class SteinVariational:
 
 
 def _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
-             progress):
+             progress, step_decay=None):
     if score is not None and not callable(score):
         raise TypeError(
             "score must be a callable (or None with a PyMC model): SVGD moves the draws, so "
@@ -84,6 +86,13 @@ def _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_ever
         raise TypeError(f"step_size must be a real number; got {type(step_size).__name__}.")
     if not (np.isfinite(step_size) and step_size > 0):
         raise ValueError(f"step_size must be a finite number > 0; got step_size={step_size}.")
+    if step_decay is not None:
+        if isinstance(step_decay, bool) or not isinstance(step_decay, numbers.Real):
+            raise TypeError(
+                f"step_decay must be None or a real number >= 1; got {type(step_decay).__name__}."
+            )
+        if not (np.isfinite(step_decay) and step_decay >= 1):
+            raise ValueError(f"step_decay must be None or a finite number >= 1; got {step_decay}.")
     if kernel not in _KERNELS:
         raise ValueError(f"kernel must be one of {sorted(_KERNELS)}; got {kernel!r}.")
     if isinstance(bandwidth, str):
@@ -295,7 +304,7 @@ _SVGD_PARAMETERS = """\
 def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.01,
                       kernel="rbf", bandwidth="median", standardize=True, ksd_every=1,
                       batched=True, group="posterior", var_names=None, coords=None,
-                      sample_dims=None, method="auto", progress=None):
+                      sample_dims=None, method="auto", progress=None, step_decay=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
 
     Parameters
@@ -383,7 +392,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     True
     """
     _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
-             progress)
+             progress, step_decay)
     if score is None and model is None:
         raise TypeError(
             "SVGD evaluates the score at every step: pass score= (a callable) or a PyMC "
@@ -426,7 +435,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         with threads_for(n):
             particles, ksd_values, iid_values, bandwidths = svgd_loop(
                 draws / scale, scores * scale, score_fn, scale, ksd_pre, n_steps=n_steps,
-                step_size=step_size, kind=_KERNELS[kernel], bandwidth=bandwidth,
+                step_size=step_sizes(step_size, step_decay, n_steps), kind=_KERNELS[kernel], bandwidth=bandwidth,
                 method=method, record=record, bar=bar, pairs_per_step=pairs_per_step,
             )
     finally:
@@ -457,6 +466,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_bandwidth": bandwidth if isinstance(bandwidth, str) else float(bandwidth),
         "svgd_n_steps": int(n_steps),
         "svgd_step_size": float(step_size),
+        "svgd_step_decay": "none" if step_decay is None else float(step_decay),
         "svgd_adagrad_alpha": ADAGRAD_ALPHA,
         "svgd_adagrad_fudge": ADAGRAD_FUDGE,
         "svgd_standardize": int(bool(standardize)),
