@@ -14,7 +14,12 @@ import xarray as xr
 from steindiag.engine import products as _stein_products
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_method
+from steindiag._corrections import (
+    CorrectionWarning,
+    check_correction,
+    check_missing_mass_option,
+)
+from steindiag._validate import check_method, check_rng
 from steindiag.inputs import is_labelled, read_input
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
@@ -27,7 +32,7 @@ from steindiag.methods.weights import (
     _choose_method,
 )
 
-__all__ = ["stein_weights", "weighted_summary", "SteinWeightsError"]
+__all__ = ["stein_weights", "weighted_summary", "SteinWeightsError", "CorrectionWarning"]
 
 # -- validation -------------------------------------------------------------------------
 
@@ -69,7 +74,8 @@ def _weights_doc_parameters():
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
-                  max_iter=None, memory_limit=None, progress=None, space=None):
+                  max_iter=None, memory_limit=None, progress=None, space=None,
+                  log_density=None, missing_mass="auto", rng=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
@@ -126,6 +132,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     progress : bool or None, default None
         Progress bar for Frank-Wolfe (None: only when interactive and the solve is
         expected to be long). Ctrl-C stops Frank-Wolfe between segments of about 0.5 s.
+{checks}
 
     Returns
     -------
@@ -143,6 +150,18 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         ``per_chain=True`` the per-problem values (all of the above from
         ``ksd_uniform`` to ``solver_status``, and ``kish_ess``) are coordinates
         along ``chain`` instead, labelled by chain (e.g. ``w.ksd_weighted.sel(chain=2)``).
+        The checks below add ``correction_warnings`` (the causes found, " | "-separated;
+        empty if none), ``sampler_divergences`` (-1 when the input records none),
+        ``missing_mass`` ("found", "not found", "not searched"), ``missing_mass_detail``,
+        ``missing_mass_n_log_density``, ``ksd_far_threshold`` and ``ksd_far_above_floor``
+        (with ``per_chain=True``: the largest threshold, and 1 if any chain is far).
+
+    Warns
+    -----
+    CorrectionWarning (a UserWarning)
+        The weights cannot be trusted: the trace's ``sample_stats`` record divergent
+        transitions, the missing-mass search found mass the chains never visited, or
+        the weighted KSD stays far above its floor. The message names the cause.
 
     Raises
     ------
@@ -165,6 +184,23 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     value is the V-statistic of :func:`steindiag.ksd`. The weights make biased samplers (unadjusted
     Langevin, too large a step, variational draws) consistent again under mild
     conditions (Hodgkinson et al. 2020).
+
+    What weights cannot do: they only redistribute mass among the draws. A region the
+    sampler never visited gets no weight, so where the chains missed mass (a funnel
+    behind divergences, a mode never found) the weighted estimate can move further from
+    the truth while the weighted KSD falls below its floor. Centred eight schools (4 x
+    1000 NUTS draws with divergences; benchmarks/bench_corrections.py): {eight_schools}
+    Hence the checks and their warnings (see ``missing_mass``).
+
+    "Far above the floor": for N exact independent draws of p the squared KSD has mean
+    floor^2 = mean_i k_p(x_i, x_i) / N and a variance that follows from E k_p(x, y)^2
+    and Var k_p(x, x) (estimated at the draws, the off-diagonal moment from 256 evenly
+    spaced rows of K_p); by Cantelli's inequality it exceeds floor^2 + 9.95 sd with
+    probability at most 1 % whatever the null's shape. Optimal weights never do worse
+    than uniform ones, so a weighted KSD above that level says that no reweighting of
+    these draws looks like a sample of p. The level is computed at the draws, as the
+    floor: it checks the weights, not the draws (use :func:`steindiag.ksd_test` for
+    those).
 
     Certificate: with g = K_p w, the Wolfe dual gives f* >= 2 min_i g_i - f(w), so
     ``duality_gap`` = 2 (f(w) - min_i g_i) bounds f(w) - f* whichever solver ran; it is
@@ -223,6 +259,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     """
     kernel = make_kernel(kernel, c, beta)
     tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
+    check_missing_mass_option(missing_mass)
+    _check_log_density_callable(log_density)
+    rng = check_rng(rng)
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
@@ -236,7 +275,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     else:
         problems = [(prepared.draws.reshape(-1, d), prepared.scores.reshape(-1, d))]
     chosen = _choose_method(method, d)
-    solutions, methods = [], []
+    solutions, methods, ksd_checks = [], [], []
     for draws, scores in problems:
         points = _stein_products.KernelPoints(draws, scores, pre, kernel)
         solution, used = _solve(points, chosen, method, tol, max_iter, memory_limit, progress)
@@ -245,6 +284,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
             solution.ksd2_uniform = float(points.matvec(np.full(points.n, 1.0 / points.n)).mean())
         solutions.append(solution)
         methods.append(used)
+        ksd_checks.append((points, float(np.sqrt(max(solution.ksd2, 0.0))), "weighted"))
     weights = np.stack([s.weights for s in solutions]).reshape(n_chain, n_draw)
     used_methods = sorted(set(methods), key=methods.index)
     label = "; ".join(_SOLVERS[m][0] + (f" {_solver_version(m)}" if _solver_version(m) else "")
@@ -260,6 +300,11 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         "iterations": [s.iterations for s in solutions],
         "solver_status": [s.status for s in solutions],
     }
+    checks = check_correction(
+        data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
+        score=score, log_density=log_density, batched=batched, kernel=kernel,
+        preconditioner=pre, missing_mass=missing_mass, rng=rng, ksd_checks=ksd_checks,
+    )
     pooled = weights / weights.sum()
     attrs = {
         "long_name": "KSD-optimal weight of each draw",
@@ -269,6 +314,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         "tol": tol,
         "kish_ess": float(1.0 / np.sum(pooled**2)),
         **kernel_attrs(prepared, pre, kernel),
+        **checks.attrs(),
     }
     coords = {"chain": prepared.chain, "draw": prepared.draw}
     if per_chain:
@@ -278,11 +324,47 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
             coords[name] = ("chain", np.asarray(values))
     else:
         attrs.update({name: values[0] for name, values in per_problem.items()})
+    checks.warn("stein_weights")
     return xr.DataArray(weights, dims=("chain", "draw"), coords=coords,
                         name="stein_weight", attrs=attrs)
 
 
-stein_weights.__doc__ = stein_weights.__doc__.format(params=_weights_doc_parameters())
+def _check_log_density_callable(log_density):
+    if log_density is not None and not callable(log_density):
+        raise TypeError(
+            "log_density must be None or a callable on the flat parameter vector ((n, d) -> "
+            f"(n,) if batched); got {type(log_density).__name__}."
+        )
+
+
+_CHECKS_PARAMETERS = """\
+    log_density : callable, optional
+        log p up to a constant on the flat parameter vector, (n, d) -> (n,) (or (d,) ->
+        scalar if ``batched=False``), in the space of the scores; used only by the
+        missing-mass search. Default: from ``model`` when one is given.
+    missing_mass : {{"auto", True, False}} or a missing-mass search result, default "auto"
+        Whether to look for mass the chains never visited (a mode, a region behind
+        divergences). ``"auto"``: search when log p can be evaluated at new points
+        (``log_density=`` or a PyMC model) and the score too (a callable or a model);
+        otherwise not, and the attrs say why. ``True``: search, or raise if it cannot
+        run. ``False``: skip. A result of the search done already (an object with a
+        boolean ``found`` and a ``summary``, as
+        ``steindiag.methods.missing_mass.search_missing_mass`` returns) is used as it is.
+        Cost: the search's log-density and score evaluations (reported in the attrs as
+        ``missing_mass_n_log_density``); with a PyMC model each is one batched graph call.
+    rng : numpy.random.Generator or int, optional
+        Randomness of the missing-mass search (None: fresh entropy)."""
+
+_EIGHT_SCHOOLS = (
+    "weighted P(tau < 1) {p_w} against {p_u} unweighted and {p_t} in a long "
+    "non-centred run, weighted mean tau {m_w} (unweighted {m_u}, truth {m_t}), Kish "
+    "ESS {ess} of 4000, weighted KSD {k_w} below its floor {k_f}."
+)
+
+stein_weights.__doc__ = stein_weights.__doc__.format(
+    params=_weights_doc_parameters(), checks=_CHECKS_PARAMETERS,
+    eight_schools=_EIGHT_SCHOOLS,
+)
 
 
 # -- weighted summary -------------------------------------------------------------------
