@@ -109,8 +109,15 @@ def tuning(args):
     grid = [dict(kernel=kernel, step_size=step, step_decay=decay)
             for kernel in ("rbf", "imq") for step in (0.003, 0.01, 0.03)
             for decay in (None, 10.0)]
+    if args.grid == "short":
+        grid = [dict(kernel="rbf", step_size=0.01, step_decay=None),
+                dict(kernel="imq", step_size=0.01, step_decay=10.0),
+                dict(kernel="imq", step_size=0.003, step_decay=10.0),
+                dict(kernel="imq", step_size=0.03, step_decay=10.0)]
     if args.grid == "defaults":
         grid = [{}]
+    if args.case != "both":
+        cases = {name: case for name, case in cases.items() if name.startswith(args.case)}
     print(f"threads: {numba.get_num_threads()}; {args.steps} steps; KSD every "
           f"{args.ksd_every} steps\n")
     print("| case | kernel | step size | step decay | KSD start | KSD best (step) | "
@@ -138,7 +145,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="N = 1000 only")
     parser.add_argument("--tuning", action="store_true", help="KSD reached on PyMC cases")
-    parser.add_argument("--grid", choices=["full", "defaults"], default="full")
+    parser.add_argument("--grid", choices=["full", "short", "defaults"], default="full")
+    parser.add_argument("--case", choices=["both", "radon", "centred"], default="both")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--ksd-every", type=int, default=25)
     args = parser.parse_args()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from steindiag._corrections import CorrectionWarning
 from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
@@ -38,7 +39,7 @@ _KEPT_GROUPS = ("observed_data", "constant_data", "prior", "prior_predictive")
 _CONSERVATIVE_FLOPS = 1e10
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, repr=False)
 class SteinVariational:
     """Result of :func:`stein_variational`.
 
@@ -59,7 +60,12 @@ class SteinVariational:
         Kernel bandwidth h used by each update (``step`` = 0 .. n_steps - 1), in the
         coordinates SVGD works in (standardised ones if ``standardize=True``).
     attrs : dict
-        Settings (kernel, step size, AdaGrad constants, scales, space, sizes).
+        Settings (kernel, step size, AdaGrad constants, scales, space, sizes) and
+        ``ksd_initial``, ``ksd_final``, ``improved`` (1 if the final KSD is below the
+        initial one, else 0).
+
+    ``ksd_initial``, ``ksd_final`` and ``improved`` are also properties. Printing the
+    result gives a short summary.
     """
 
     draws: object
@@ -67,6 +73,37 @@ class SteinVariational:
     ksd_iid: xr.DataArray
     bandwidth: xr.DataArray
     attrs: dict = field(default_factory=dict)
+
+    @property
+    def ksd_initial(self):
+        """KSD of the draws given (step 0)."""
+        return float(self.ksd.values[0])
+
+    @property
+    def ksd_final(self):
+        """KSD of the particles returned (after the last step)."""
+        return float(self.ksd.values[-1])
+
+    @property
+    def improved(self):
+        """True if SVGD lowered the KSD of the particles."""
+        return self.ksd_final < self.ksd_initial
+
+    def __repr__(self):
+        attrs = self.attrs
+        verdict = ("lower than the draws given" if self.improved
+                   else "NOT lower than the draws given: the particles fit worse")
+        decay = attrs.get("svgd_step_decay", "none")
+        lines = [
+            f"SteinVariational: {attrs.get('svgd_n_particles', '?')} particles x "
+            f"{len(attrs.get('parameters', []))} parameters, {attrs.get('svgd_n_steps', '?')} "
+            f"SVGD steps (kernel {attrs.get('svgd_kernel', '?')}, step size "
+            f"{attrs.get('svgd_step_size', float('nan')):g}, step decay {decay})",
+            f"  KSD {self.ksd_initial:.4g} -> {self.ksd_final:.4g} ({verdict}); i.i.d. "
+            f"floor {float(self.ksd_iid.values[-1]):.4g}",
+            f"  draws: {type(self.draws).__name__}; also ksd, ksd_iid, bandwidth (step), attrs",
+        ]
+        return "\n".join(lines)
 
 
 def _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
@@ -271,6 +308,10 @@ _SVGD_PARAMETERS = """\
         AdaGrad step size epsilon (see Notes): about the distance a particle moves per
         step in each coordinate, in units of that coordinate's spread when
         ``standardize`` (the default), in the draws' own units otherwise.
+    step_decay : float, optional
+        Anneal the step size geometrically, from ``step_size`` at the first step to
+        ``step_size / step_decay`` at the last (None: constant). Late steps then move the
+        particles less, so they settle instead of jittering at the scale of the step.
     kernel : {"rbf", "imq"}, default "rbf"
         Base kernel of the update: ``"rbf"`` ``exp(-|x - y|^2 / h)`` (Liu & Wang 2016),
         ``"imq"`` ``(1 + |x - y|^2 / h)^(-1/2)``, which decays slowly and keeps pulling
@@ -333,7 +374,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
           before and after, and what was dropped.
 
         ``ksd``, ``ksd_iid`` (step): the KSD curve and its i.i.d. floor; ``bandwidth``
-        (step); ``attrs``. The chain and draw labels are kept for bookkeeping only:
+        (step); ``attrs``; ``ksd_initial``, ``ksd_final`` and ``improved``. The chain and draw labels are kept for bookkeeping only:
         after SVGD the particles of one "chain" are not a Markov chain, and per-chain
         diagnostics (R-hat, ESS, per-chain KSD) no longer mean anything; read the pooled
         values.
@@ -348,6 +389,10 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
 
     Warns
     -----
+    CorrectionWarning (a UserWarning)
+        When the final KSD is not below the initial one: the particles returned fit the
+        target worse than the draws given (the warning names the step with the lowest
+        KSD). The particles of the last step are returned all the same.
     UserWarning
         When posterior variables that SVGD did not move are dropped.
 
@@ -474,6 +519,9 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_n_particles": int(n),
         "svgd_ksd_initial": float(ksd_values[0]),
         "svgd_ksd_final": float(ksd_values[-1]),
+        "ksd_initial": float(ksd_values[0]),
+        "ksd_final": float(ksd_values[-1]),
+        "improved": int(ksd_values[-1] < ksd_values[0]),
         "parameters": list(prepared.parameter),
         "space": prepared.attrs.get("space", "as given"),
     }
@@ -487,6 +535,17 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         )
     else:
         result_draws = moved.reshape(np.shape(data))
+    if not ksd_values[-1] < ksd_values[0]:
+        best = int(np.argmin(ksd_values))
+        warnings.warn(
+            f"stein_variational raised the KSD of the particles from {ksd_values[0]:.4g} "
+            f"to {ksd_values[-1]:.4g} in {n_steps} steps: the particles returned fit the "
+            f"target worse than the draws given (lowest KSD {ksd_values[best]:.4g} at step "
+            f"{int(steps[best])}). Keep the draws given, or try a smaller step_size, "
+            "step_decay=, fewer steps or kernel='imq' (see result.ksd).",
+            CorrectionWarning,
+            stacklevel=2,
+        )
     return SteinVariational(draws=result_draws, ksd=ksd, ksd_iid=ksd_iid,
                             bandwidth=bandwidth_da, attrs=attrs)
 
