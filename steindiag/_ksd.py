@@ -149,7 +149,7 @@ _COMMON_PARAMETERS = """\
         the landmarks do not resolve.
     n_landmarks : int, optional
         Landmarks m for ``estimator="nystrom"`` (1 <= m <= N): default 4 sqrt(N) clipped
-        to [200, 1000] (and to N). More landmarks: closer to the exact value, cost
+        to [200, 500] (and to N). More landmarks: closer to the exact value, cost
         growing as N m^2.
     rng : int, numpy.random.Generator or None
         Source of the landmarks (``numpy.random.default_rng(rng)``), drawn uniformly

@@ -75,14 +75,14 @@ _WEIGHT_ROWS = 4096
 # and _MAX_LANDMARKS (and at most N). See ``default_n_landmarks``.
 _LANDMARKS_PER_ROOT_N = 4.0
 _MIN_LANDMARKS = 200
-_MAX_LANDMARKS = 1000
+_MAX_LANDMARKS = 500
 LANDMARK_RULE = ("uniformly without replacement from the pooled draws, with the call's rng "
                  "(numpy.random.Generator.choice); indices in landmark_index (chain-major: "
                  "chain * n_draw + draw)")
 
 
 def default_n_landmarks(n_total):
-    """m = 4 sqrt(N), clipped to [200, 1000] and to N (the measurements behind it: the
+    """m = 4 sqrt(N), clipped to [200, 500] and to N (the measurements behind it: the
     user guide, "Many draws: the Nyström estimator")."""
     m = int(np.ceil(_LANDMARKS_PER_ROOT_N * np.sqrt(n_total)))
     return int(min(n_total, max(_MIN_LANDMARKS, min(_MAX_LANDMARKS, m))))
