@@ -272,3 +272,36 @@ def test_invalid_arguments_are_named(function, kwargs, error, match):
     x = np.random.default_rng(0).standard_normal((2, 300, 2))
     with pytest.raises(error, match=match):
         function(x, score=-x, **kwargs)
+
+
+# -- dask -----------------------------------------------------------------------------
+
+
+def test_client_gives_the_local_numbers():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0")
+    client = distributed.Client(cluster)
+    try:
+        x = np.random.default_rng(81).standard_normal((3, 3000, 3)) + 0.1
+        local = steindiag.ksd(x, score=-x, estimator="nystrom", rng=82)
+        remote = steindiag.ksd(x, score=-x, estimator="nystrom", rng=82, client=client)
+        # Truth: the same landmarks and blocks, summed in the same order: the local numbers
+        # to rounding.
+        for name in ("ksd", "ksd_pooled", "ksd_iid", "ksd2_u_pooled"):
+            np.testing.assert_allclose(remote[name], local[name], rtol=1e-10)
+        test_local = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=83,
+                                        estimator="nystrom")
+        test_remote = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=83,
+                                         estimator="nystrom", client=client)
+        # Truth: each block's weights come from its own (chain, block) random stream, so
+        # the bootstrap statistics do not depend on where the blocks run.
+        np.testing.assert_allclose(test_remote["bootstrap_statistic"],
+                                   test_local["bootstrap_statistic"], rtol=1e-10)
+        np.testing.assert_allclose(test_remote["statistic_pooled"],
+                                   test_local["statistic_pooled"], rtol=1e-10)
+        with pytest.raises(ValueError, match="ksd_path with client="):
+            steindiag.ksd_path(x, score=-x, estimator="nystrom", client=client)
+    finally:
+        client.close()
+        cluster.close()
