@@ -414,3 +414,52 @@ def test_mmd_all_constant_names_mmd():
     with pytest.raises(ValueError, match="mmd: every coordinate") as info:
         steindiag.mmd(np.ones((2, 30, 2)))
     assert "KSD" not in str(info.value)
+
+
+# --------------------------------------------------------------------------------------
+# pm.set_data that leaves the model inconsistent: a clear error
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def regression():
+    """obs ~ N(b * x, 1) with x and y as pm.Data (5 points)."""
+    with pm.Model() as model:
+        x = pm.Data("x", np.arange(5.0))
+        y = pm.Data("y", np.array([0.1, 1.2, 1.9, 3.2, 3.9]))
+        b = pm.Normal("b", 0.0, 2.0)
+        pm.Normal("obs", b * x, 1.0, observed=y)
+    return model, _sample(model, 7)
+
+
+@pytest.mark.parametrize("function", ["ksd", "stein_weights"])
+def test_set_data_of_some_shapes_gives_a_clear_error(regression, function):
+    # Truth: after pm.set_data({"x": 7 values}) the mean has 7 entries and the observed
+    # y still 5: the model's own log p has no value.
+    model, idata = regression
+    try:
+        with model:
+            pm.set_data({"x": np.arange(7.0)})
+        with pytest.raises(ValueError, match="cannot be evaluated with its current data") \
+                as info, pytest.warns(UserWarning, match="differ from the trace"):
+            getattr(steindiag, function)(idata, model)
+        message = str(info.value)
+        assert "x (7,)" in message and "y (5,)" in message and "pm.set_data" in message
+    finally:
+        with model:
+            pm.set_data({"x": np.arange(5.0)})
+
+
+def test_set_data_consistent_is_not_an_error(regression):
+    # Truth: x and y set together (7 points each) make a consistent model: scores exist,
+    # and the data-differ warning still says the trace was drawn with other data.
+    model, idata = regression
+    try:
+        with model:
+            pm.set_data({"x": np.arange(7.0), "y": np.arange(7.0)})
+        with pytest.warns(UserWarning, match="differ from the trace"):
+            result = steindiag.ksd(idata, model)
+        assert np.isfinite(result["ksd_pooled"].item())
+    finally:
+        with model:
+            pm.set_data({"x": np.arange(5.0), "y": np.array([0.1, 1.2, 1.9, 3.2, 3.9])})
