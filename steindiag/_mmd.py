@@ -214,7 +214,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         ``res.pvalue`` or ``res["pvalue"]`` reads them and selecting a pair
         (``res.sel(chain=0, chain_other=2)``) keeps its p-value with it.
         ``attrs`` record the kernel, c, beta, the preconditioner, the sizes, the block
-        length and the autocorrelation time it came from.
+        length and the autocorrelation time it came from, the trace's ``group``, and
+        ``constant_parameters_left_out`` (see Warns).
 
         A DataArray rather than a Dataset because the result is one matrix: it can be
         indexed, compared and plotted as such (``res > 0.1``, ``res.max()``), while
@@ -222,6 +223,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
 
     Warns
     -----
+    UserWarning
+        When coordinates have one value in every draw of both samples, up to round-off
+        (a trace's deterministic, e.g. the unit diagonal of an LKJ correlation matrix,
+        read without ``model=``): they change no distance, so they are left out (unless
+        the preconditioner is given as an array).
     UserWarning
         With permutations, when a chain has fewer than 10 blocks: its chains are too
         short for their autocorrelation, and the p-values are unreliable.
