@@ -6,6 +6,7 @@ from steindiag._ksd import ksd, ksd_path
 from steindiag.gof import ksd_test
 from steindiag._mmd import mmd
 from steindiag.estimation import MinKSDFit, min_ksd_fit
+from steindiag.scores import add_scores
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.variational import SteinVariational, stein_variational
@@ -22,6 +23,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "ksd",
     "ksd_path",
+    "add_scores",
     "ksd_test",
     "mmd",
     "plot_ksd",

@@ -23,7 +23,8 @@ __all__ = ["ksd", "ksd_path"]
 
 
 def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, group,
-             var_names, coords, sample_dims, method, progress, space=None, client=None):
+             var_names, coords, sample_dims, method, progress, space=None, client=None,
+             compile_mode=None):
     kernel = make_kernel(kernel, c, beta)
     check_method(method, {"auto", *METHODS})
     if progress not in (None, True, False):
@@ -32,7 +33,7 @@ def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, gr
     backend = resolve_backend(client)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     d = pending.draws.shape[2]
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
@@ -75,6 +76,13 @@ _COMMON_PARAMETERS = """\
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
         space (value variables, ``model.logp(jacobian=True)``).
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: how PyTensor compiles the model's graphs (the score, and the
+        map of stored constrained values to the unconstrained space): a mode name,
+        e.g. ``"CVM"`` (the C backend), ``"NUMBA"``, ``"JAX"``, ``"FAST_RUN"``,
+        ``"FAST_COMPILE"``, or a ``Mode`` object. Default: ``"CVM"`` when a C++
+        compiler is available, else ``"NUMBA"``. The numbers do not depend on it (to
+        rounding); the compile and run times do. An error without ``model``.
     score : array_like, xarray.DataArray or callable, optional
         grad log p at each draw instead of ``model``: an array of the same shape as the
         draws (for a DataArray ``data``: its shape, or a DataArray with its dims), or a
@@ -138,7 +146,8 @@ _COMMON_PARAMETERS = """\
 
 def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
-        sample_dims=None, method="auto", progress=None, space=None, client=None):
+        sample_dims=None, method="auto", progress=None, space=None, client=None,
+        compile_mode=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
 
     Parameters
@@ -193,7 +202,7 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         data, model, score=score, batched=batched, kernel=kernel, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
-        client=client,
+        client=client, compile_mode=compile_mode,
     )
     n_chain, n_draw = sums.diagonal.shape
     n_total = n_chain * n_draw
@@ -230,7 +239,7 @@ def _check_n_points(n_points):
 def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
              sample_dims=None, method="auto", n_points=None, progress=None, space=None,
-             client=None):
+             client=None, compile_mode=None):
     """Running KSD as every chain grows, per chain and pooled, from one pass.
 
     Parameters
@@ -269,7 +278,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
         data, model, score=score, batched=batched, kernel=kernel, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
-        client=client,
+        client=client, compile_mode=compile_mode,
     )
     n_chain, n_draw = sums.diagonal.shape
     points = path_points(n_draw, n_points)

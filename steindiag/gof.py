@@ -54,7 +54,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
              pooled=True, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             client=None):
+             client=None, compile_mode=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
 
     Null hypothesis: the draws are distributed as p (the density whose score is given).
@@ -165,7 +165,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     if is_labelled(data):
         has_chain_dim = True

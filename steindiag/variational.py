@@ -253,6 +253,9 @@ _SVGD_PARAMETERS = """\
         The model of the trace: particles move in its unconstrained space (value
         variables) along grad of ``model.logp(jacobian=True)``, evaluated at every step
         by the model's batched score graph.
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the model's score graph (as in
+        :func:`steindiag.ksd`).
     score : callable, optional
         grad log p instead of ``model``: a callable on the flat parameter vector (the
         space of the draws as given), evaluated at every step. An array of scores is
@@ -296,7 +299,7 @@ _SVGD_PARAMETERS = """\
 def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.01,
                       kernel="rbf", bandwidth="median", standardize=True, ksd_every=1,
                       batched=True, group="posterior", var_names=None, coords=None,
-                      sample_dims=None, method="auto", progress=None):
+                      sample_dims=None, method="auto", progress=None, compile_mode=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
 
     Parameters
@@ -394,7 +397,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     n = n_chain * n_draw
@@ -408,8 +411,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
             f"SVGD step): {err}"
         ) from err
     prepared = pending.with_scores()
-    score_fn = score_function(score, model, batched=batched,
-                              mode=prepared.attrs.get("pytensor_mode"))
+    score_fn = score_function(score, model, batched=batched, mode=compile_mode)
     draws = prepared.draws.reshape(n, d).copy()
     if prepared.attrs.get("score_source") == "nutpie":
         scores = score_fn(draws)

@@ -69,7 +69,8 @@ def _weights_doc_parameters():
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
-                  max_iter=None, memory_limit=None, progress=None, space=None):
+                  max_iter=None, memory_limit=None, progress=None, space=None,
+                  compile_mode=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
@@ -226,7 +227,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
