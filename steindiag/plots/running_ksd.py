@@ -88,7 +88,9 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
     autocorrelation); a curve that flattens while the floor keeps falling has stalled on
     a biased answer; one chain far above the others is the chain to inspect (see
     :func:`plot_ksd_chains`). Compare each curve with the floor of the same n, never
-    with zero.
+    with zero. The floor is computed at the draws themselves: draws far from the target
+    have large scores and raise their own floor, so a curve near its floor describes the
+    draws but does not show that they fit; for a verdict use :func:`steindiag.diagnose`.
 
     Examples
     --------
