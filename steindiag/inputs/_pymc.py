@@ -643,8 +643,51 @@ def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode, strateg
     mode = default_compile_mode() if mode is None else mode
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}.")
-    done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy, progress).run()
+    try:
+        done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy, progress).run()
+    except (ValueError, IndexError, AssertionError) as err:
+        if not _is_shape_error(err):
+            raise
+        raise ValueError(_inconsistent_data_message(model, err)) from err
     return done.scores, done.log_density, done.chosen
+
+
+# Words of PyTensor's (C, Python and Numba backends) errors when the shapes of a graph's
+# inputs cannot be combined.
+_SHAPE_WORDS = ("dimension mismatch", "shape", "broadcast", "size", "dimensions")
+
+
+def _is_shape_error(err):
+    message = str(err).lower()
+    return any(word in message for word in _SHAPE_WORDS)
+
+
+def _data_shapes(model):
+    """'name (shape)' of each observed value and pm.Data of ``model``, as it is now."""
+    shapes = {}
+    for rv in model.observed_RVs:
+        value = _data_value(model.rvs_to_values[rv])
+        if value is not None:
+            shapes[rv.name] = f"{rv.name} {tuple(value.shape)} (observed)"
+    for data in getattr(model, "data_vars", []):
+        value = _data_value(data)
+        if value is not None and data.name not in shapes:
+            shapes[data.name] = f"{data.name} {tuple(value.shape)}"
+    return list(shapes.values())
+
+
+def _inconsistent_data_message(model, err):
+    """Why the model's log p could not be evaluated when its data's shapes do not fit."""
+    first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    shapes = _data_shapes(model)
+    now = f" The model's data now have shapes: {', '.join(shapes)}." if shapes else ""
+    return (
+        f"the model's log p cannot be evaluated with its current data: PyTensor says "
+        f"{first_line!r}.{now} The model itself is inconsistent, usually because "
+        "pm.set_data changed the shape of some data but not of the data that must match "
+        "them (e.g. the predictors but not the observed values): set them together, "
+        "pm.set_data({...all of them...}), or back to the data the trace was sampled with."
+    )
 
 
 def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None, strategy="auto",
