@@ -29,8 +29,9 @@ from steindiag.stats.ksd import ksd_iid
 __all__ = ["diagnose", "Diagnosis"]
 
 _ESTIMATORS = ("auto", "exact", "nystrom")
-# Warnings of the pieces that the verdict reports itself (as "inconclusive" and its reason).
-_REPORTED = r"(ksd_test: chains|mmd: blocks)"
+# Warnings of the pieces that the verdict reports itself (as "inconclusive" and its reason),
+# or that diagnose has already given when it read the input (zero score columns).
+_REPORTED = r"(ksd_test: chains|mmd: blocks|the score is exactly 0)"
 
 # Parameters shared with ksd, without the engine's method/progress options.
 _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
@@ -46,20 +47,27 @@ class Diagnosis(xr.Dataset):
 
     __slots__ = ()
 
+    def _report(self):
+        """The report written from the data (so a selection reports what it holds), or None."""
+        try:
+            return report(self)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            return None
+
     def __repr__(self):
-        report = self.attrs.get("report")
-        if not isinstance(report, str):
+        text = self._report()
+        if text is None:
             return xr.Dataset.__repr__(self)
-        return report + "\n\n" + xr.Dataset.__repr__(self)
+        return text + "\n\n" + xr.Dataset.__repr__(self)
 
     def _repr_html_(self):
-        report = self.attrs.get("report")
+        text = self._report()
         html = xr.Dataset._repr_html_(self)
-        if not isinstance(report, str):
+        if text is None:
             return html
         from html import escape
 
-        return f"<pre>{escape(report)}</pre>" + html
+        return f"<pre>{escape(text)}</pre>" + html
 
 
 def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, missing_mass,
