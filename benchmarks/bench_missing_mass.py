@@ -5,6 +5,8 @@ Usage::
 
     python benchmarks/bench_missing_mass.py                 # delta sweep, d = 1
     python benchmarks/bench_missing_mass.py --reps 10 --deltas 6 --dims 10
+    python benchmarks/bench_missing_mass.py --reps 100 --deltas 6 --size-only
+    python benchmarks/bench_missing_mass.py --reps 40 --issue
 
 The experiment (their ``sh_scripts/run_bimodal.sh`` and ``experiments.py``, model
 "bimodal", k = 1): target p = 0.5 N(0, I_d) + 0.5 N(delta e_1, I_d); the sample is n
@@ -89,6 +91,37 @@ def one_run(rng, delta, d, n, null, alpha):
     }
 
 
+def issue_case(rng, reps, alpha):
+    """Issue 20's case: 0.5 N(-4, 1) + 0.5 N(4, 1), 4 chains x 500 draws, left mode only
+    (power) or the whole mixture (size); ksd_test with its default wild bootstrap."""
+    means, log_p, score = mixture(8.0, 1)
+    means = means - 4.0
+    shifted_log_p = lambda x: log_p(x + 4.0)   # noqa: E731  (mixture at 0 and 8, moved)
+    shifted_score = lambda x: score(x + 4.0)   # noqa: E731
+    print("\nIssue 20: 0.5 N(-4, 1) + 0.5 N(4, 1), 4 chains x 500 i.i.d. draws, "
+          f"{reps} repetitions\n")
+    print("| sample | mode search | perturbed KSD | ksd_test (wild, pooled) |")
+    print("|---|---|---|---|")
+    for null in (False, True):
+        flags = {"search": [], "perturbed": [], "ksd": []}
+        for _ in range(reps):
+            component = rng.integers(2, size=(4, 500)) if null else np.zeros((4, 500), int)
+            draws = means[component] + rng.normal(size=(4, 500, 1))
+            scores = shifted_score(draws.reshape(-1, 1)).reshape(draws.shape)
+            pre = make_preconditioner("standardize", draws.reshape(-1, 1), ["x"])
+            for key, method in (("search", "mode search"), ("perturbed", "perturbed ksd")):
+                res = search_missing_mass(draws, scores, log_density=shifted_log_p,
+                                          score=shifted_score, kernel=make_kernel("imq"),
+                                          preconditioner=pre, rng=rng, alpha=alpha,
+                                          method=method)
+                flags[key].append(res.found)
+            test = steindiag.ksd_test(draws, score=scores, n_bootstrap=500, rng=rng)
+            flags["ksd"].append(float(test["pvalue_pooled"]) < alpha)
+        print(f"| {'whole mixture (size)' if null else 'left mode only (power)'} "
+              f"| {rate(flags['search'])} | {rate(flags['perturbed'])} "
+              f"| {rate(flags['ksd'])} |", flush=True)
+
+
 def rate(flags):
     p = float(np.mean(flags))
     return f"{p:.2f} ({np.sqrt(max(p * (1 - p), 1e-12) / len(flags)):.2f})"
@@ -103,9 +136,16 @@ def main():
     parser.add_argument("--dims", type=int, nargs="+", default=[1])
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=2023)
+    parser.add_argument("--issue", action="store_true",
+                        help="only issue 20's case (4 chains x 500 draws, modes at -4, 4)")
+    parser.add_argument("--size-only", action="store_true",
+                        help="only the samples of p (the size), e.g. with more --reps")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     one_run(rng, 6.0, 1, 200, False, args.alpha)  # warm-up: Numba compilation
+    if args.issue:
+        issue_case(rng, args.reps, args.alpha)
+        return
     print(f"n = {args.n}, {args.reps} repetitions per cell, alpha = {args.alpha}; "
           "rates with binomial standard errors in brackets\n")
     print("| d | delta | sample | mode search | perturbed KSD | KSD test "
@@ -114,7 +154,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for d in args.dims:
         for delta in args.deltas:
-            for null in (False, True):
+            for null in ((True,) if args.size_only else (False, True)):
                 runs = [one_run(rng, delta, d, args.n, null, args.alpha)
                         for _ in range(args.reps)]
                 print(f"| {d} | {delta:g} | {'p (size)' if null else 'left mode (power)'} "

@@ -10,8 +10,8 @@ This module looks for the missing mode directly:
       -> end points merged into distinct modes; Hessian of -log p at each mode by central
          differences of the score; saddles and flat directions dropped
       -> Laplace mass of each mode, relative to the sum over all modes found
-      -> a mode is *visited* when the draws fill a tenth of what p puts in its central
-         (50 %) Laplace ellipsoid
+      -> a mode is *visited* when it lies within the range of some chain, or the draws
+         fill a tenth of what p puts in its central (50 %) Laplace ellipsoid
       -> unvisited relative mass M and the binomial probability that ESS effective draws
          from p would miss those cores as badly as the chains did: the p-value.
 
@@ -25,6 +25,7 @@ import numpy as np
 from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
+from steindiag._validate import check_rng
 from steindiag.engine.forms import quadratic_forms
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
@@ -60,8 +61,16 @@ _VISIT_QUANTILE = 0.5
 # neighbouring mode do not make a mode visited, and a Laplace mass wrong by a factor of
 # several does not make a visited mode look empty.
 _VISITED_SHARE = 0.1
+# A mode within this quantile of a chain's own Mahalanobis distances (from the chain's
+# mean, in the chain's covariance) lies within the range the chain explored: visited,
+# whatever the Laplace approximation says (a skewed or banana-shaped posterior's
+# Laplace core can hold few draws although the chains sample it well).
+_RANGE_QUANTILE = 0.99
 # End points closer than this (Mahalanobis distance in the Hessian's metric) are one mode.
 _MERGE_DISTANCE = 1.0
+# An end point is a mode only if a Newton step from it would raise log p by less than
+# this (it is stationary up to the optimiser's tolerance).
+_MAX_RISE = 0.05
 # Central-difference step for the Hessian, relative to the mode's scale.
 _FD_STEP = 1e-4
 
@@ -83,9 +92,14 @@ class MissingMassDetails:
         exp(log_mass) normalised over the modes found (sums to 1).
     visits : ndarray of int (mode, chain)
         Draws of each chain inside each mode's central (50 %) Laplace ellipsoid.
+    within_chain : ndarray of bool (mode, chain)
+        Whether the mode lies within the range of each chain's draws: its Mahalanobis
+        distance from the chain's mean, in the chain's own covariance, is at most the
+        99th percentile of the chain's draws' distances.
     visited : ndarray of bool (mode,)
-        Whether the chains together put at least a tenth of the draws p would put
-        in the ellipsoid (relative mass x number of draws / 2) there.
+        Whether the mode lies within the range of some chain, or the chains together
+        put at least a tenth of the draws p would put in its central ellipsoid
+        (relative mass x number of draws / 2) there.
     unvisited_mass : float
         Sum of ``relative_mass`` over the modes not visited.
     effective_draws : float
@@ -94,8 +108,8 @@ class MissingMassDetails:
     n_starts : int
         Optimiser runs.
     n_rejected : int
-        Runs whose end point was not a local maximum (Hessian not negative definite,
-        non-finite log p, or an optimiser failure).
+        Distinct end points that were not local maxima (Hessian not negative definite,
+        not stationary, non-finite log p) and runs that failed.
     starts : str
         Where the overdispersed starts came from ("given" or "widened draws").
     n_score : int
@@ -112,6 +126,7 @@ class MissingMassDetails:
     log_mass: np.ndarray
     relative_mass: np.ndarray
     visits: np.ndarray
+    within_chain: np.ndarray
     visited: np.ndarray
     unvisited_mass: float
     effective_draws: float
@@ -193,7 +208,8 @@ def _positive_int(value, name):
     return int(value)
 
 
-def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
+def _search_iv(draws, scores, log_density, score, kernel, preconditioner, rng, alpha,
+               starts, options):
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 3 or draws.shape[1] < 2 or draws.shape[2] < 1:
         raise ValueError(
@@ -215,8 +231,7 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
         raise TypeError(
             f"score must be a callable (n, d) -> (n, d); got {type(score).__name__}."
         )
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)
+    rng = check_rng(rng)
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
     d = draws.shape[2]
@@ -250,8 +265,18 @@ def _search_iv(draws, scores, log_density, score, rng, alpha, starts, options):
     if not isinstance(method, str) or method not in _METHODS:
         raise ValueError(f"method must be one of {list(_METHODS)}; got {method!r}.")
     n_bootstrap = _positive_int(options.get("n_bootstrap", _N_BOOTSTRAP), "n_bootstrap")
-    if method == "perturbed ksd" and scores is None:
-        raise ValueError("method='perturbed ksd' needs the scores of the draws.")
+    if method == "perturbed ksd":
+        if scores is None:
+            raise ValueError("method='perturbed ksd' needs the scores of the draws.")
+        if not np.all(np.isfinite(np.asarray(scores, dtype=np.float64))):
+            raise ValueError("scores must be finite.")
+        if not hasattr(kernel, "numba_kind"):
+            raise TypeError("method='perturbed ksd' needs kernel, a steindiag.kernels kernel "
+                            f"object; got {type(kernel).__name__}.")
+        if not hasattr(preconditioner, "to_kernel_coordinates"):
+            raise TypeError("method='perturbed ksd' needs preconditioner, resolved from the "
+                            "draws (steindiag.kernels.preconditioner.make_preconditioner); "
+                            f"got {type(preconditioner).__name__}.")
     return (draws, rng, float(alpha), starts, n_starts, int(n_draw_starts), widen,
             max_iterations, method, n_bootstrap)
 
@@ -285,7 +310,7 @@ def _maximise(counted, start, max_iterations):
                                    options={"maxiter": max_iterations})
     if not np.isfinite(result.fun) or not np.all(np.isfinite(result.x)):
         return None
-    return result.x, -float(result.fun)
+    return result.x, -float(result.fun), -np.asarray(result.jac, dtype=np.float64)
 
 
 def _hessian(counted, point, scale):
@@ -299,14 +324,24 @@ def _hessian(counted, point, scale):
     return -0.5 * (jacobian + jacobian.T)
 
 
-def _as_mode(counted, point, scale):
-    """(precision H, log det H) at a local maximum, or None (saddle, flat, not finite)."""
+def _as_mode(counted, point, gradient, scale):
+    """(precision H, log det H) at a local maximum, or None.
+
+    None for a saddle or a flat direction (H not positive definite), non-finite values,
+    or a point that is not stationary: half the Newton decrement, s^T H^-1 s / 2 (the
+    rise of log p a Newton step would still make), above ``_MAX_RISE`` (an optimiser
+    that ran out of iterations, or climbs a density that grows without bound, as in
+    the neck of a funnel).
+    """
     precision = _hessian(counted, point, scale)
-    if not np.all(np.isfinite(precision)):
+    if not np.all(np.isfinite(precision)) or not np.all(np.isfinite(gradient)):
         return None
     try:
         factor = np.linalg.cholesky(precision)
     except np.linalg.LinAlgError:
+        return None
+    whitened = np.linalg.solve(factor, gradient)
+    if 0.5 * whitened @ whitened > _MAX_RISE:
         return None
     log_det = 2.0 * np.sum(np.log(np.diag(factor)))
     return precision, log_det
@@ -315,6 +350,26 @@ def _as_mode(counted, point, scale):
 def _mahalanobis_sq(points, centre, precision):
     diff = points - centre
     return np.einsum("ij,jk,ik->i", diff, precision, diff)
+
+
+def _within_chains(draws, points):
+    """(point, chain): point within the chain's range (Mahalanobis depth, own covariance).
+
+    Within when its distance from the chain's mean is at most the ``_RANGE_QUANTILE``
+    quantile of the chain's own draws' distances; the covariance's eigenvalues are
+    floored at 1e-12 of the largest (a chain stuck in a subspace).
+    """
+    n_chain, _, d = draws.shape
+    within = np.zeros((points.shape[0], n_chain), dtype=bool)
+    for ch in range(n_chain):
+        centred = draws[ch] - draws[ch].mean(axis=0)
+        values, vectors = np.linalg.eigh(np.atleast_2d(np.cov(centred, rowvar=False)))
+        values = np.maximum(values, 1e-12 * max(values.max(), 1e-300))
+        whiten = vectors / np.sqrt(values)
+        radius = np.quantile(np.linalg.norm(centred @ whiten, axis=1), _RANGE_QUANTILE)
+        distance = np.linalg.norm((points - draws[ch].mean(axis=0)) @ whiten, axis=1)
+        within[:, ch] = distance <= radius
+    return within
 
 
 def _effective_draws(draws):
@@ -389,17 +444,22 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     -----
     From every start, L-BFGS maximises log p (the score is the gradient). End points
     closer than 1 in the Mahalanobis distance of their Hessians are merged; end points
-    where -Hessian (central differences of the score) is not positive definite are not
-    modes and are dropped. Each mode m gets the Laplace mass
+    where -Hessian (central differences of the score) is not positive definite, or
+    where a Newton step would still raise log p by more than 0.05 (not stationary: the
+    optimiser stopped early, or log p grows without bound, as in a funnel's neck), are
+    not modes and are dropped. Each mode m gets the Laplace mass
     ``exp(log p(m)) (2 pi)^(d/2) det(H)^(-1/2)``, normalised over the modes found (its
     relative mass w). Under p, a share w / 2 of the N draws would fall in the mode's
     central Laplace ellipsoid ``(x - m)^T H (x - m) <= chi2_d(0.5)`` (its half-mass
     core: the tails of a neighbouring mode rarely reach it). The mode counts as visited
-    when the chains put at least a tenth of that there (a Laplace mass off by a factor
-    of several, as for a skewed mode, still counts as visited; a few draws straying in
-    from a neighbouring mode do not). With M the relative mass of the unvisited modes,
-    C the draws in their ellipsoids and ESS the draws' effective number (sum over chains
-    of draw / tau), the p-value is the binomial probability
+    when it lies within the range of some chain (its Mahalanobis distance from the
+    chain's mean, in the chain's covariance, is at most the 99th percentile of the
+    chain's own draws' distances: a skewed or banana-shaped posterior can have a thin
+    Laplace core that few draws fall in although the chains sample it well), or when
+    the chains put at least a tenth of the expected share in its core (a few draws
+    straying in from a neighbouring mode do not count). With M the relative mass of the
+    unvisited modes, C the draws in their cores and ESS the draws' effective number
+    (sum over chains of draw / tau), the p-value is the binomial probability
     P(Bin(ESS, M / 2) <= C ESS / N), which is ``(1 - M / 2)^ESS`` when C = 0: the chance
     that draws from p would miss the unvisited modes' cores as badly. It is
     approximate twice over: the Laplace masses are
@@ -452,7 +512,8 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     (True, [-4.0, 4.0])
     """
     (draws, rng, alpha, starts, n_starts, n_draw_starts, widen, max_iterations, method,
-     n_bootstrap) = _search_iv(draws, scores, log_density, score, rng, alpha, starts, options)
+     n_bootstrap) = _search_iv(draws, scores, log_density, score, kernel, preconditioner, rng,
+                               alpha, starts, options)
     n_chain, n_draw, d = draws.shape
     flat = draws.reshape(-1, d)
     counted = _Counted(log_density, score, d)
@@ -467,7 +528,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
             ends.append(end)
     ends.sort(key=lambda item: -item[1])
     modes, n_rejected = [], len(points) - len(ends)
-    for point, value in ends:
+    for point, value, gradient in ends:
         same = False
         for mode in modes:
             if _mahalanobis_sq(point[None], mode["point"], mode["precision"])[0] \
@@ -476,7 +537,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
                 break
         if same:
             continue
-        local = _as_mode(counted, point, spread)
+        local = _as_mode(counted, point, gradient, spread)
         if local is None:
             n_rejected += 1
             continue
@@ -491,9 +552,11 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         visits[k] = inside.reshape(n_chain, n_draw).sum(axis=1)
     log_mass = np.array([mode["log_mass"] for mode in modes])
     relative = np.exp(log_mass - special.logsumexp(log_mass)) if modes else np.zeros(0)
-    # Visited: at least _VISITED_SHARE of the draws p would put in the ellipsoid.
+    # Visited: within some chain's range, or at least _VISITED_SHARE of the draws p
+    # would put in the mode's core.
+    within = _within_chains(draws, np.array([mode["point"] for mode in modes]).reshape(-1, d))
     expected = _VISIT_QUANTILE * relative * flat.shape[0]
-    visited = visits.sum(axis=1) >= _VISITED_SHARE * expected
+    visited = within.any(axis=1) | (visits.sum(axis=1) >= _VISITED_SHARE * expected)
     effective = _effective_draws(draws)
     unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
     pvalue = _deficit_pvalue(int(visits[~visited].sum()), flat.shape[0], effective,
@@ -511,6 +574,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         log_mass=log_mass,
         relative_mass=relative,
         visits=visits,
+        within_chain=within,
         visited=visited,
         unvisited_mass=unvisited_mass,
         effective_draws=effective,
@@ -618,7 +682,8 @@ def _summary(details, found, pvalue):
     n_modes = details.modes.shape[0]
     if n_modes == 0:
         return (f"the mode search from {details.n_starts} starts found no local maximum of "
-                "log p (every run failed or ended on a saddle); nothing can be said about "
+                "log p (every run ended on a saddle, a flat direction or a density that "
+                "grows without bound, as in a funnel's neck); nothing can be said about "
                 "unvisited mass.")
     unvisited = np.flatnonzero(~details.visited)
     if unvisited.size == 0:
