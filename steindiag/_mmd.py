@@ -29,7 +29,8 @@ from steindiag.stats.mmd import (
 from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._labels import provenance
 from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
@@ -63,11 +64,13 @@ def _mmd_iv(n_permutations, block_length, rng):
     return int(n_permutations), block_length, rng
 
 
-def _prepare_draws(data, model, name, group, var_names, coords, sample_dims):
+def _prepare_draws(data, model, name, group, var_names, coords, sample_dims,
+                   compile_mode=None):
     """The draws of ``data`` (the unconstrained space if ``model`` is given); no score."""
     try:
         return read_input(data, model, group=group, var_names=var_names, coords=coords,
-                          sample_dims=sample_dims, need_score=False)
+                          sample_dims=sample_dims, need_score=False,
+                          compile_mode=compile_mode)
     except (TypeError, ValueError) as err:
         if name == "data":
             raise
@@ -115,7 +118,7 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
         kernel="imq", c=None, beta=None, preconditioner="standardize", group="posterior",
-        var_names=None, coords=None, sample_dims=None):
+        var_names=None, coords=None, sample_dims=None, compile_mode=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -131,6 +134,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         With a trace: compare the draws in the model's unconstrained space (the value
         variables), the space of :func:`steindiag.ksd`. Without it, the trace's
         variables as stored. No score is computed either way.
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the map from the stored constrained values
+        to the unconstrained space (as in :func:`steindiag.ksd`).
     n_permutations : int, default 0
         Permutations for the p-values (0: no p-values). The smallest possible p-value
         is 1 / (1 + n_permutations).
@@ -238,13 +244,15 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
-    prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims)
+    data, other = as_trace(data, model), as_trace(other, model)
+    prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims,
+                              compile_mode)
     draws = prepared.draws
     n_chain, n_draw, d = draws.shape
     samples = [draws]
     if other is not None:
         prepared_other = _prepare_draws(other, model, "other", group, var_names, coords,
-                                        sample_dims)
+                                        sample_dims, compile_mode)
         if prepared_other.draws.shape[2] != d:
             raise ValueError(
                 f"other must have the same number of parameters as data ({d}); got "
@@ -306,7 +314,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         **pre.attrs(),
         "n_parameter": d,
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
         "n_permutations": n_permutations,
     }
     if n_permutations:

@@ -26,7 +26,7 @@ from steindiag.methods.estimation import KSDObjective, closed_form_fit, numerica
 __all__ = ["min_ksd_fit", "MinKSDFit"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, repr=False)
 class MinKSDFit:
     """Result of :func:`min_ksd_fit`.
 
@@ -62,6 +62,23 @@ class MinKSDFit:
     n_iterations: int
     message: str
     attrs: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        status = "converged" if self.converged else "NOT converged"
+        lines = [f"MinKSDFit ({self.message}, {status}, {self.n_iterations} iterations): "
+                 f"KSD {self.ksd:.4g}, KSD^2_U {self.ksd2_u:.4g}"]
+        names = [str(name) for name in self.estimate.coords[self.estimate.dims[0]].values] \
+            if self.estimate.dims and self.estimate.dims[0] in self.estimate.coords \
+            else [str(i) for i in range(self.estimate.size)]
+        width = max([len(name) for name in names] + [9])
+        lines.append(f"  {'parameter':<{width}}  {'estimate':>12}  {'std. error':>12}")
+        shown = 10
+        for name, value, error in list(zip(names, np.ravel(self.estimate.values),
+                                           np.ravel(self.standard_error.values)))[:shown]:
+            lines.append(f"  {name:<{width}}  {value:>12.6g}  {error:>12.4g}")
+        if len(names) > shown:
+            lines.append(f"  ... {len(names) - shown} more (see .estimate)")
+        return "\n".join(lines)
 
 
 def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bounds,

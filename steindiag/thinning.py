@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from steindiag._corrections import check_correction, check_missing_mass_option
+from steindiag._validate import check_rng
 from steindiag.engine.products import KernelPoints
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
+from steindiag.inputs import (as_trace, is_labelled, log_density_values, read_input,
+                              score_function)
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
 from steindiag.inputs._functions import check_log_density
 from steindiag.kernels import make_kernel
@@ -25,7 +28,7 @@ from steindiag.methods.thinning import greedy_select, laplacian_correction, pref
 __all__ = ["stein_thin", "SteinThinning"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, repr=False)
 class SteinThinning:
     """Result of :func:`stein_thin` with ``return_info=True``.
 
@@ -44,7 +47,8 @@ class SteinThinning:
     ksd_path : ndarray (n_points,)
         KSD of the first t selected points, t = 1 .. n_points.
     attrs : dict
-        Kernel, preconditioner and thinning settings.
+        Kernel, preconditioner and thinning settings, and the checks of
+        :func:`stein_thin` (``stein_thinning_correction_warnings`` etc.).
     """
 
     thinned: object
@@ -54,6 +58,22 @@ class SteinThinning:
     ksd: float
     ksd_path: np.ndarray
     attrs: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        attrs = self.attrs
+        n_source = (attrs.get("stein_thinning_source_n_chain", 0)
+                    * attrs.get("stein_thinning_source_n_draw", 0))
+        unique = np.unique(self.index).size
+        lines = [
+            f"SteinThinning: {self.index.size} points ({unique} distinct) of {n_source} "
+            f"draws, {attrs.get('stein_thinning', 'greedy')} rule; KSD {self.ksd:.4g}",
+            f"  thinned: {type(self.thinned).__name__} (one 'chain' of selected points, not "
+            "a Markov chain); also chain, draw, index, ksd_path, attrs",
+        ]
+        warned = attrs.get("stein_thinning_correction_warnings", "")
+        if warned:
+            lines.append(f"  cannot be trusted: {warned}")
+        return "\n".join(lines)
 
 
 def _thin_iv(n_points, regularized, strength, log_density, return_info, score, model):
@@ -69,8 +89,8 @@ def _thin_iv(n_points, regularized, strength, log_density, return_info, score, m
             raise TypeError(f"strength must be None or a real number; got {type(strength).__name__}.")
         if not (np.isfinite(strength) and strength >= 0):
             raise ValueError(f"strength must be a finite number >= 0; got strength={strength}.")
-    if not regularized and (strength is not None or log_density is not None):
-        raise ValueError("strength and log_density apply only with regularized=True.")
+    if not regularized and strength is not None:
+        raise ValueError("strength applies only with regularized=True.")
     if log_density is not None and not callable(log_density):
         try:
             np.asarray(log_density, dtype=np.float64)
@@ -174,6 +194,9 @@ _THIN_PARAMETERS = """\
         (sample dims and parameter dims), or a trace.
     model : pymc.Model, optional
         The model that produced the trace (scores, and log p if ``regularized``).
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the model's graphs (as in
+        :func:`steindiag.ksd`).
     n_points : int
         Number of points to select, 1 <= n_points <= number of draws (chains pooled).
         Points may be selected more than once.
@@ -192,19 +215,28 @@ _THIN_PARAMETERS = """\
     log_density : callable or array_like, optional
         log p (up to a constant) at each draw for ``regularized=True``: a callable on
         the flat parameter vector ((n, d) -> (n,) if ``batched``), or an array of shape
-        (chain, draw). Default: from ``model`` (``model.logp(jacobian=True)``).
+        (chain, draw). Default: from ``model`` (``model.logp(jacobian=True)``). A
+        callable is also what the missing-mass search evaluates (see ``missing_mass``),
+        with or without ``regularized``.
     strength : float, optional
         lambda >= 0 of the entropic term -lambda t log p(x_i); default 1 / n_points
         (Benard et al. 2023). Larger values pull the selection to high-density regions.
     return_info : bool, default False
         Return a :class:`SteinThinning` (thinned data, indices, KSD path) instead of
-        the thinned data alone."""
+        the thinned data alone.
+    missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
+        Whether to look for mass the chains never visited, as in
+        :func:`steindiag.stein_weights` (``"auto"``: when log p and the score can be
+        evaluated at new points, i.e. a PyMC model or callables).
+    rng : numpy.random.Generator or int, optional
+        Randomness of the missing-mass search (None: fresh entropy)."""
 
 
 def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="imq", c=None,
                beta=None, preconditioner="standardize", group="posterior", var_names=None,
                coords=None, sample_dims=None, space=None, regularized=False, log_density=None,
-               strength=None, return_info=False):
+               strength=None, return_info=False, missing_mass="auto", rng=None,
+               compile_mode=None):
     """Select ``n_points`` draws that greedily minimise the KSD (Stein thinning).
 
     Parameters
@@ -223,6 +255,23 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
         array returns an array of the selected draws, shape (1, n_points, d) for a
         (chain, draw, d) input and (n_points, d) for a (draw, d) input.
 
+        The selected points are a set, not a Markov chain: they are laid out as one
+        "chain" so that every tool can read them, but R-hat, ESS and MCSE assume a
+        chain (``arviz.summary`` reports R-hat as NaN for one chain, and its ESS
+        treats the selection order as time). Read their means, sds and quantiles; the
+        group's attrs say so (``stein_thinning_layout``). The attrs also record the
+        checks (``stein_thinning_correction_warnings``,
+        ``stein_thinning_sampler_divergences``, ``stein_thinning_missing_mass``,
+        ``stein_thinning_ksd_far_threshold``, ... as in :func:`steindiag.stein_weights`).
+
+    Warns
+    -----
+    CorrectionWarning (a UserWarning)
+        The thinned points cannot be trusted: divergent transitions in the trace's
+        ``sample_stats``, unvisited mass found, or the KSD of the thinned points far
+        above the floor of as many exact independent draws (defined as in
+        :func:`steindiag.stein_weights`). The message names the cause.
+
     Raises
     ------
     ValueError
@@ -231,6 +280,10 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
 
     Notes
     -----
+    Thinning selects among the draws: like weights, it cannot put mass where the
+    sampler never went. On centred eight schools (4 x 1000 NUTS draws with
+    divergences; benchmarks/bench_corrections.py) {eight_schools}
+
     Riabiz et al. (2022): pi_1 = argmin_i k_p(x_i, x_i) and
 
         pi_t = argmin_i [ k_p(x_i, x_i) + 2 sum_(j<t) k_p(x_(pi_j), x_i) ],
@@ -271,10 +324,13 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     """
     kernel = make_kernel(kernel, c, beta)
     _thin_iv(n_points, regularized, strength, log_density, return_info, score, model)
+    check_missing_mass_option(missing_mass)
+    rng = check_rng(rng)
     check_preconditioner(preconditioner)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     n_total = n_chain * n_draw
@@ -296,7 +352,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
                       "stein_thinning_n_points": int(n_points)}
     if regularized:
         lam = 1.0 / n_points if strength is None else float(strength)
-        mode = prepared.attrs.get("pytensor_mode")
+        mode = compile_mode
         log_p = log_density_values(log_density, model, prepared.draws, batched=batched,
                                    chain=prepared.chain, draw=prepared.draw,
                                    mode=mode).reshape(-1)
@@ -309,8 +365,17 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     chain_pos, draw_pos = np.divmod(selected, n_draw)
     # KSD of every prefix of the selection, with the same kernel and preconditioner.
     ksd_path = prefix_ksd(draws_flat[selected], scores_flat[selected], pre, kernel)
+    checks = check_correction(
+        data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
+        score=score, log_density=log_density if callable(log_density) else None,
+        batched=batched, kernel=kernel, preconditioner=pre,
+        missing_mass=missing_mass, rng=rng,
+        ksd_checks=[(points.subset(selected), float(ksd_path[-1]), "thinned points'")],
+    )
     attrs = {
         **thinning_attrs,
+        "stein_thinning_layout": _LAYOUT_NOTE,
+        **{f"stein_thinning_{key}": value for key, value in checks.attrs().items()},
         "stein_thinning_ksd": float(ksd_path[-1]),
         "stein_thinning_source_n_chain": n_chain,
         "stein_thinning_source_n_draw": n_draw,
@@ -335,6 +400,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
             thinned = thinned[:, 0]
         elif layout not in (None, ("draw",)) or array.ndim == 3:
             thinned = thinned[None]                   # a chain axis in, (1, n_points, d) out
+    checks.warn("stein_thin")
     if not return_info:
         return thinned
     return SteinThinning(
@@ -348,4 +414,12 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     )
 
 
-stein_thin.__doc__ = stein_thin.__doc__.format(params=_THIN_PARAMETERS)
+_LAYOUT_NOTE = (
+    "a set of selected points laid out as one chain, not a Markov chain: R-hat, ESS and "
+    "MCSE do not apply (arviz.summary reports R-hat as NaN for one chain)"
+)
+
+_EIGHT_SCHOOLS = "{eight_schools}"
+
+stein_thin.__doc__ = stein_thin.__doc__.format(params=_THIN_PARAMETERS,
+                                               eight_schools=_EIGHT_SCHOOLS)

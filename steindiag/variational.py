@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from steindiag._corrections import CorrectionWarning
 from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
-from steindiag.inputs import is_labelled, read_input, score_function
-from steindiag.methods.variational import ADAGRAD_ALPHA, ADAGRAD_FUDGE, svgd_loop, threads_for
+from steindiag.inputs import as_trace, is_labelled, read_input, score_function
+from steindiag.inputs._labels import provenance
+from steindiag.methods.variational import (
+    ADAGRAD_ALPHA, ADAGRAD_FUDGE, step_sizes, svgd_loop, threads_for,
+)
 
 __all__ = ["stein_variational", "SteinVariational"]
 
@@ -36,7 +40,7 @@ _KEPT_GROUPS = ("observed_data", "constant_data", "prior", "prior_predictive")
 _CONSERVATIVE_FLOPS = 1e10
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, repr=False)
 class SteinVariational:
     """Result of :func:`stein_variational`.
 
@@ -57,7 +61,12 @@ class SteinVariational:
         Kernel bandwidth h used by each update (``step`` = 0 .. n_steps - 1), in the
         coordinates SVGD works in (standardised ones if ``standardize=True``).
     attrs : dict
-        Settings (kernel, step size, AdaGrad constants, scales, space, sizes).
+        Settings (kernel, step size, AdaGrad constants, scales, space, sizes) and
+        ``ksd_initial``, ``ksd_final``, ``improved`` (1 if the final KSD is below the
+        initial one, else 0).
+
+    ``ksd_initial``, ``ksd_final`` and ``improved`` are also properties. Printing the
+    result gives a short summary.
     """
 
     draws: object
@@ -66,9 +75,40 @@ class SteinVariational:
     bandwidth: xr.DataArray
     attrs: dict = field(default_factory=dict)
 
+    @property
+    def ksd_initial(self):
+        """KSD of the draws given (step 0)."""
+        return float(self.ksd.values[0])
+
+    @property
+    def ksd_final(self):
+        """KSD of the particles returned (after the last step)."""
+        return float(self.ksd.values[-1])
+
+    @property
+    def improved(self):
+        """True if SVGD lowered the KSD of the particles."""
+        return self.ksd_final < self.ksd_initial
+
+    def __repr__(self):
+        attrs = self.attrs
+        verdict = ("lower than the draws given" if self.improved
+                   else "NOT lower than the draws given: the particles fit worse")
+        decay = attrs.get("svgd_step_decay", "none")
+        lines = [
+            f"SteinVariational: {attrs.get('svgd_n_particles', '?')} particles x "
+            f"{len(attrs.get('parameters', []))} parameters, {attrs.get('svgd_n_steps', '?')} "
+            f"SVGD steps (kernel {attrs.get('svgd_kernel', '?')}, step size "
+            f"{attrs.get('svgd_step_size', float('nan')):g}, step decay {decay})",
+            f"  KSD {self.ksd_initial:.4g} -> {self.ksd_final:.4g} ({verdict}); i.i.d. "
+            f"floor {float(self.ksd_iid.values[-1]):.4g}",
+            f"  draws: {type(self.draws).__name__}; also ksd, ksd_iid, bandwidth (step), attrs",
+        ]
+        return "\n".join(lines)
+
 
 def _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
-             progress):
+             progress, step_decay=None):
     if score is not None and not callable(score):
         raise TypeError(
             "score must be a callable (or None with a PyMC model): SVGD moves the draws, so "
@@ -84,6 +124,13 @@ def _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_ever
         raise TypeError(f"step_size must be a real number; got {type(step_size).__name__}.")
     if not (np.isfinite(step_size) and step_size > 0):
         raise ValueError(f"step_size must be a finite number > 0; got step_size={step_size}.")
+    if step_decay is not None:
+        if isinstance(step_decay, bool) or not isinstance(step_decay, numbers.Real):
+            raise TypeError(
+                f"step_decay must be None or a real number >= 1; got {type(step_decay).__name__}."
+            )
+        if not (np.isfinite(step_decay) and step_decay >= 1):
+            raise ValueError(f"step_decay must be None or a finite number >= 1; got {step_decay}.")
     if kernel not in _KERNELS:
         raise ValueError(f"kernel must be one of {sorted(_KERNELS)}; got {kernel!r}.")
     if isinstance(bandwidth, str):
@@ -252,6 +299,9 @@ _SVGD_PARAMETERS = """\
         The model of the trace: particles move in its unconstrained space (value
         variables) along grad of ``model.logp(jacobian=True)``, evaluated at every step
         by the model's batched score graph.
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the model's score graph (as in
+        :func:`steindiag.ksd`).
     score : callable, optional
         grad log p instead of ``model``: a callable on the flat parameter vector (the
         space of the draws as given), evaluated at every step. An array of scores is
@@ -262,6 +312,10 @@ _SVGD_PARAMETERS = """\
         AdaGrad step size epsilon (see Notes): about the distance a particle moves per
         step in each coordinate, in units of that coordinate's spread when
         ``standardize`` (the default), in the draws' own units otherwise.
+    step_decay : float, optional
+        Anneal the step size geometrically, from ``step_size`` at the first step to
+        ``step_size / step_decay`` at the last (None: constant). Late steps then move the
+        particles less, so they settle instead of jittering at the scale of the step.
     kernel : {"rbf", "imq"}, default "rbf"
         Base kernel of the update: ``"rbf"`` ``exp(-|x - y|^2 / h)`` (Liu & Wang 2016),
         ``"imq"`` ``(1 + |x - y|^2 / h)^(-1/2)``, which decays slowly and keeps pulling
@@ -295,7 +349,8 @@ _SVGD_PARAMETERS = """\
 def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.01,
                       kernel="rbf", bandwidth="median", standardize=True, ksd_every=1,
                       batched=True, group="posterior", var_names=None, coords=None,
-                      sample_dims=None, method="auto", progress=None):
+                      sample_dims=None, method="auto", progress=None, step_decay=None,
+                      compile_mode=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
 
     Parameters
@@ -324,7 +379,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
           before and after, and what was dropped.
 
         ``ksd``, ``ksd_iid`` (step): the KSD curve and its i.i.d. floor; ``bandwidth``
-        (step); ``attrs``. The chain and draw labels are kept for bookkeeping only:
+        (step); ``attrs``; ``ksd_initial``, ``ksd_final`` and ``improved``. The chain and draw labels are kept for bookkeeping only:
         after SVGD the particles of one "chain" are not a Markov chain, and per-chain
         diagnostics (R-hat, ESS, per-chain KSD) no longer mean anything; read the pooled
         values.
@@ -339,6 +394,10 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
 
     Warns
     -----
+    CorrectionWarning (a UserWarning)
+        When the final KSD is not below the initial one: the particles returned fit the
+        target worse than the draws given (the warning names the step with the lowest
+        KSD). The particles of the last step are returned all the same.
     UserWarning
         When posterior variables that SVGD did not move are dropped.
 
@@ -383,16 +442,17 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     True
     """
     _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
-             progress)
+             progress, step_decay)
     if score is None and model is None:
         raise TypeError(
             "SVGD evaluates the score at every step: pass score= (a callable) or a PyMC "
             "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
             "only at the stored draws)."
         )
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     n = n_chain * n_draw
@@ -406,8 +466,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
             f"SVGD step): {err}"
         ) from err
     prepared = pending.with_scores()
-    score_fn = score_function(score, model, batched=batched,
-                              mode=prepared.attrs.get("pytensor_mode"))
+    score_fn = score_function(score, model, batched=batched, mode=compile_mode)
     draws = prepared.draws.reshape(n, d).copy()
     if prepared.attrs.get("score_source") == "nutpie":
         scores = score_fn(draws)
@@ -426,7 +485,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         with threads_for(n):
             particles, ksd_values, iid_values, bandwidths = svgd_loop(
                 draws / scale, scores * scale, score_fn, scale, ksd_pre, n_steps=n_steps,
-                step_size=step_size, kind=_KERNELS[kernel], bandwidth=bandwidth,
+                step_size=step_sizes(step_size, step_decay, n_steps), kind=_KERNELS[kernel], bandwidth=bandwidth,
                 method=method, record=record, bar=bar, pairs_per_step=pairs_per_step,
             )
     finally:
@@ -457,6 +516,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_bandwidth": bandwidth if isinstance(bandwidth, str) else float(bandwidth),
         "svgd_n_steps": int(n_steps),
         "svgd_step_size": float(step_size),
+        "svgd_step_decay": "none" if step_decay is None else float(step_decay),
         "svgd_adagrad_alpha": ADAGRAD_ALPHA,
         "svgd_adagrad_fudge": ADAGRAD_FUDGE,
         "svgd_standardize": int(bool(standardize)),
@@ -464,8 +524,11 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "svgd_n_particles": int(n),
         "svgd_ksd_initial": float(ksd_values[0]),
         "svgd_ksd_final": float(ksd_values[-1]),
+        "ksd_initial": float(ksd_values[0]),
+        "ksd_final": float(ksd_values[-1]),
+        "improved": int(ksd_values[-1] < ksd_values[0]),
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
     }
     if is_labelled(data):
         container_attrs = {f"stein_variational_{key.removeprefix('svgd_')}": _netcdf(value)
@@ -477,6 +540,17 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         )
     else:
         result_draws = moved.reshape(np.shape(data))
+    if not ksd_values[-1] < ksd_values[0]:
+        best = int(np.argmin(ksd_values))
+        warnings.warn(
+            f"stein_variational raised the KSD of the particles from {ksd_values[0]:.4g} "
+            f"to {ksd_values[-1]:.4g} in {n_steps} steps: the particles returned fit the "
+            f"target worse than the draws given (lowest KSD {ksd_values[best]:.4g} at step "
+            f"{int(steps[best])}). Keep the draws given, or try a smaller step_size, "
+            "step_decay=, fewer steps or kernel='imq' (see result.ksd).",
+            CorrectionWarning,
+            stacklevel=2,
+        )
     return SteinVariational(draws=result_draws, ksd=ksd, ksd_iid=ksd_iid,
                             bandwidth=bandwidth_da, attrs=attrs)
 

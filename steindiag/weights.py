@@ -7,6 +7,7 @@ piqp) -> the same optimality certificate for all -> labelled ``xarray.DataArray`
 """
 
 import numbers
+import warnings
 
 import numpy as np
 import xarray as xr
@@ -14,8 +15,13 @@ import xarray as xr
 from steindiag.engine import products as _stein_products
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_method
-from steindiag.inputs import is_labelled, read_input
+from steindiag._corrections import (
+    CorrectionWarning,
+    check_correction,
+    check_missing_mass_option,
+)
+from steindiag._validate import check_method, check_rng
+from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
     METHODS,
@@ -27,7 +33,7 @@ from steindiag.methods.weights import (
     _choose_method,
 )
 
-__all__ = ["stein_weights", "weighted_summary", "SteinWeightsError"]
+__all__ = ["stein_weights", "weighted_summary", "SteinWeightsError", "CorrectionWarning"]
 
 # -- validation -------------------------------------------------------------------------
 
@@ -69,7 +75,8 @@ def _weights_doc_parameters():
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
-                  max_iter=None, memory_limit=None, progress=None, space=None):
+                  max_iter=None, memory_limit=None, progress=None, space=None,
+                  log_density=None, missing_mass="auto", rng=None, compile_mode=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
@@ -126,6 +133,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     progress : bool or None, default None
         Progress bar for Frank-Wolfe (None: only when interactive and the solve is
         expected to be long). Ctrl-C stops Frank-Wolfe between segments of about 0.5 s.
+{checks}
 
     Returns
     -------
@@ -143,6 +151,18 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         ``per_chain=True`` the per-problem values (all of the above from
         ``ksd_uniform`` to ``solver_status``, and ``kish_ess``) are coordinates
         along ``chain`` instead, labelled by chain (e.g. ``w.ksd_weighted.sel(chain=2)``).
+        The checks below add ``correction_warnings`` (the causes found, " | "-separated;
+        empty if none), ``sampler_divergences`` (-1 when the input records none),
+        ``missing_mass`` ("found", "not found", "not searched"), ``missing_mass_detail``,
+        ``missing_mass_n_log_density``, ``ksd_far_threshold`` and ``ksd_far_above_floor``
+        (with ``per_chain=True``: the largest threshold, and 1 if any chain is far).
+
+    Warns
+    -----
+    CorrectionWarning (a UserWarning)
+        The weights cannot be trusted: the trace's ``sample_stats`` record divergent
+        transitions, the missing-mass search found mass the chains never visited, or
+        the weighted KSD stays far above its floor. The message names the cause.
 
     Raises
     ------
@@ -165,6 +185,23 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     value is the V-statistic of :func:`steindiag.ksd`. The weights make biased samplers (unadjusted
     Langevin, too large a step, variational draws) consistent again under mild
     conditions (Hodgkinson et al. 2020).
+
+    What weights cannot do: they only redistribute mass among the draws. A region the
+    sampler never visited gets no weight, so where the chains missed mass (a funnel
+    behind divergences, a mode never found) the weighted estimate can move further from
+    the truth while the weighted KSD falls below its floor. Centred eight schools (4 x
+    1000 NUTS draws with divergences; benchmarks/bench_corrections.py): {eight_schools}
+    Hence the checks and their warnings (see ``missing_mass``).
+
+    "Far above the floor": for N exact independent draws of p the squared KSD has mean
+    floor^2 = mean_i k_p(x_i, x_i) / N and a variance that follows from E k_p(x, y)^2
+    and Var k_p(x, x) (estimated at the draws, the off-diagonal moment from 256 evenly
+    spaced rows of K_p); by Cantelli's inequality it exceeds floor^2 + 9.95 sd with
+    probability at most 1 % whatever the null's shape. Optimal weights never do worse
+    than uniform ones, so a weighted KSD above that level says that no reweighting of
+    these draws looks like a sample of p. The level is computed at the draws, as the
+    floor: it checks the weights, not the draws (use :func:`steindiag.ksd_test` for
+    those).
 
     Certificate: with g = K_p w, the Wolfe dual gives f* >= 2 min_i g_i - f(w), so
     ``duality_gap`` = 2 (f(w) - min_i g_i) bounds f(w) - f* whichever solver ran; it is
@@ -223,10 +260,13 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     """
     kernel = make_kernel(kernel, c, beta)
     tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
+    check_missing_mass_option(missing_mass)
+    _check_log_density_callable(log_density)
+    rng = check_rng(rng)
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
@@ -236,7 +276,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     else:
         problems = [(prepared.draws.reshape(-1, d), prepared.scores.reshape(-1, d))]
     chosen = _choose_method(method, d)
-    solutions, methods = [], []
+    solutions, methods, ksd_checks = [], [], []
     for draws, scores in problems:
         points = _stein_products.KernelPoints(draws, scores, pre, kernel)
         solution, used = _solve(points, chosen, method, tol, max_iter, memory_limit, progress)
@@ -245,6 +285,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
             solution.ksd2_uniform = float(points.matvec(np.full(points.n, 1.0 / points.n)).mean())
         solutions.append(solution)
         methods.append(used)
+        ksd_checks.append((points, float(np.sqrt(max(solution.ksd2, 0.0))), "weighted"))
     weights = np.stack([s.weights for s in solutions]).reshape(n_chain, n_draw)
     used_methods = sorted(set(methods), key=methods.index)
     label = "; ".join(_SOLVERS[m][0] + (f" {_solver_version(m)}" if _solver_version(m) else "")
@@ -260,6 +301,11 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         "iterations": [s.iterations for s in solutions],
         "solver_status": [s.status for s in solutions],
     }
+    checks = check_correction(
+        data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
+        score=score, log_density=log_density, batched=batched, kernel=kernel,
+        preconditioner=pre, missing_mass=missing_mass, rng=rng, ksd_checks=ksd_checks,
+    )
     pooled = weights / weights.sum()
     attrs = {
         "long_name": "KSD-optimal weight of each draw",
@@ -269,6 +315,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         "tol": tol,
         "kish_ess": float(1.0 / np.sum(pooled**2)),
         **kernel_attrs(prepared, pre, kernel),
+        **checks.attrs(),
     }
     coords = {"chain": prepared.chain, "draw": prepared.draw}
     if per_chain:
@@ -278,11 +325,47 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
             coords[name] = ("chain", np.asarray(values))
     else:
         attrs.update({name: values[0] for name, values in per_problem.items()})
+    checks.warn("stein_weights")
     return xr.DataArray(weights, dims=("chain", "draw"), coords=coords,
                         name="stein_weight", attrs=attrs)
 
 
-stein_weights.__doc__ = stein_weights.__doc__.format(params=_weights_doc_parameters())
+def _check_log_density_callable(log_density):
+    if log_density is not None and not callable(log_density):
+        raise TypeError(
+            "log_density must be None or a callable on the flat parameter vector ((n, d) -> "
+            f"(n,) if batched); got {type(log_density).__name__}."
+        )
+
+
+_CHECKS_PARAMETERS = """\
+    log_density : callable, optional
+        log p up to a constant on the flat parameter vector, (n, d) -> (n,) (or (d,) ->
+        scalar if ``batched=False``), in the space of the scores; used only by the
+        missing-mass search. Default: from ``model`` when one is given.
+    missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
+        Whether to look for mass the chains never visited (a mode, a region behind
+        divergences). ``"auto"``: search when log p can be evaluated at new points
+        (``log_density=`` or a PyMC model) and the score too (a callable or a model);
+        otherwise not, and the attrs say why. ``True``: search, or raise if it cannot
+        run. ``False``: skip. A result of the search done already (an object with a
+        boolean ``found`` and a ``summary``, as
+        ``steindiag.methods.missing_mass.search_missing_mass`` returns) is used as it is.
+        Cost: the search's log-density and score evaluations (reported in the attrs as
+        ``missing_mass_n_log_density``); with a PyMC model each is one batched graph call.
+    rng : numpy.random.Generator or int, optional
+        Randomness of the missing-mass search (None: fresh entropy)."""
+
+_EIGHT_SCHOOLS = (
+    "weighted P(tau < 1) {p_w} against {p_u} unweighted and {p_t} in a long "
+    "non-centred run, weighted mean tau {m_w} (unweighted {m_u}, truth {m_t}), Kish "
+    "ESS {ess} of 4000, weighted KSD {k_w} below its floor {k_f}."
+)
+
+stein_weights.__doc__ = stein_weights.__doc__.format(
+    params=_weights_doc_parameters(), checks=_CHECKS_PARAMETERS,
+    eight_schools=_EIGHT_SCHOOLS,
+)
 
 
 # -- weighted summary -------------------------------------------------------------------
@@ -425,9 +508,71 @@ def _summary_iv(probabilities):
     return probabilities
 
 
+def _interval_defaults(ci_prob, ci_kind):
+    """ArviZ's default interval of ``arviz.summary`` (read at run time) and its column names.
+
+    ArviZ 1.x: ``rcParams["stats.ci_kind"]`` ("eti") at ``rcParams["stats.ci_prob"]``
+    (0.89), columns ``eti89_lb``, ``eti89_ub``. ArviZ 0.x: the HDI at
+    ``rcParams["stats.ci_prob"]`` (0.94), columns ``hdi_3%``, ``hdi_97%``. Without ArviZ,
+    the 1.x defaults.
+    """
+    try:
+        import arviz
+
+        rc = arviz.rcParams
+        keys = set(rc.keys())
+    except ImportError:
+        rc, keys = {}, set()
+    new_style = "stats.ci_kind" in keys or not keys
+    if ci_kind is None:
+        ci_kind = rc["stats.ci_kind"] if "stats.ci_kind" in keys else ("eti" if not keys else "hdi")
+    if ci_kind not in ("hdi", "eti"):
+        raise ValueError(f"ci_kind must be 'hdi' or 'eti'; got {ci_kind!r}.")
+    if ci_prob is None:
+        ci_prob = next((rc[key] for key in ("stats.ci_prob", "stats.hdi_prob") if key in keys),
+                       0.89)
+    if isinstance(ci_prob, bool) or not isinstance(ci_prob, numbers.Real) \
+            or not 0 < ci_prob < 1:
+        raise ValueError(f"ci_prob must be a number in (0, 1); got {ci_prob!r}.")
+    ci_prob = float(ci_prob)
+    if new_style:
+        percent = int(ci_prob * 100)
+        names = (f"{ci_kind}{percent}_lb", f"{ci_kind}{percent}_ub")
+    else:
+        alpha = 1.0 - ci_prob
+        names = (f"{ci_kind}_{100 * alpha / 2:g}%", f"{ci_kind}_{100 * (1 - alpha / 2):g}%")
+    return ci_prob, ci_kind, names
+
+
+def _weighted_hdi(values, weights, prob):
+    """Shortest interval [x_(i), x_(j)] of the weighted draws, (2, m).
+
+    j(i) is the last sorted draw with sum_(i < k <= j) w_k <= prob: for equal weights
+    j = i + floor(prob N), ArviZ's rule for its HDI of unweighted draws.
+    """
+    n, m = values.shape
+    out = np.empty((2, m))
+    tiny = 1e-12
+    for col in range(m):
+        order = np.argsort(values[:, col], kind="stable")
+        x = values[order, col]
+        cum = np.cumsum(weights[order])
+        cum = cum / cum[-1]
+        last = np.searchsorted(cum, cum + prob + tiny, side="right") - 1
+        last = np.maximum(last, np.arange(n))
+        # Windows that end at the last draw only because the draws ran out are not
+        # candidates, except the first of them (ArviZ's last window for equal weights).
+        valid = last < n - 1
+        valid[int(np.argmax(last == n - 1))] = True
+        width = np.where(valid, x[last] - x, np.inf)
+        best = int(np.argmin(width))
+        out[:, col] = x[best], x[last[best]]
+    return out
+
+
 def weighted_summary(data, weights, *, group="posterior", var_names=None, coords=None,
-                     sample_dims=None, quantiles=(0.05, 0.5, 0.95)):
-    """Weighted mean, sd and quantiles of every posterior variable, like ``arviz.summary``.
+                     sample_dims=None, quantiles=None, ci_prob=None, ci_kind=None):
+    """Weighted mean, sd, credible interval and MCSE of every variable, like ``arviz.summary``.
 
     Parameters
     ----------
@@ -446,17 +591,36 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     sample_dims : sequence of str, optional
         For a trace, its (chain, draw) dims (default ("chain", "draw")); for an array,
         the meaning of its leading axes, as in :func:`stein_weights`.
-    quantiles : sequence of float, default (0.05, 0.5, 0.95)
-        Probabilities of the weighted quantiles.
+    quantiles : sequence of float, optional
+        Probabilities of extra weighted quantiles (columns ``q5%``, ...); none by default.
+    ci_prob : float, optional
+        Probability of the credible interval; default ArviZ's, read at run time
+        (``arviz.rcParams["stats.ci_prob"]``: 0.89 in ArviZ 1.x, 0.94 in ArviZ 0.x).
+    ci_kind : {"hdi", "eti"}, optional
+        Kind of interval; default ArviZ's (``rcParams["stats.ci_kind"]``, "eti", in
+        ArviZ 1.x; the HDI in ArviZ 0.x).
 
     Returns
     -------
     pandas.DataFrame
         One row per scalar element, labelled like ``arviz.summary`` (``mu``,
-        ``theta[0]``, ``Sigma[0, 1]``, or coordinate values). Columns: ``mean``, ``sd``,
-        one per quantile (``q5%``, ``q50%``, ``q95%``) and ``ess_kish``, the Kish
-        effective sample size of the weights (the same for every row). ``attrs``
-        holds ``kish_ess`` and ``n_draws``.
+        ``theta[0]``, ``Sigma[0, 1]``, or coordinate values). The columns of
+        ``arviz.summary(kind="stats")`` with their weighted meaning and ArviZ's names:
+        ``mean``, ``sd``, the interval (ArviZ 1.x: ``eti89_lb``, ``eti89_ub``; ArviZ
+        0.x: ``hdi_3%``, ``hdi_97%``), then ``mcse_mean``, any ``quantiles``, and
+        ``ess_kish``, the Kish effective sample size of the weights (the same for every
+        row). ArviZ's ``ess_bulk``, ``ess_tail``, ``r_hat`` and ``mcse_sd`` have no
+        weighted counterpart and are left out. ``attrs`` holds ``kish_ess``,
+        ``n_draws``, ``ci_prob``, ``ci_kind`` and the checks (``correction_warnings``,
+        ``sampler_divergences``).
+
+    Warns
+    -----
+    CorrectionWarning (a UserWarning)
+        The weighted summary cannot be trusted: the trace's ``sample_stats`` record
+        divergent transitions, or the weights (from :func:`stein_weights`) record
+        unvisited mass or a weighted KSD far above its floor. The message names the
+        cause.
 
     Notes
     -----
@@ -464,8 +628,18 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     (x_i - m)^2 / (1 - sum_i w_i^2)) (unbiased for reliability weights; the usual
     sample sd when w is uniform); the p-quantile is the smallest draw x with
     sum_(x_i <= x) w_i >= p (inverse of the weighted empirical CDF, numpy's
-    ``method="inverted_cdf"``). Kish ESS = 1 / sum_i w_i^2 (= N for uniform weights).
-    Memory: one (N, number of scalar elements) float64 array.
+    ``method="inverted_cdf"``); the equal-tailed interval is made of the quantiles
+    (1 - ci_prob) / 2 and (1 + ci_prob) / 2; the HDI is the shortest interval between
+    sorted draws x_(i) <= x_(j) with sum_(i < k <= j) w_k <= ci_prob, j as large as
+    that allows (ArviZ's rule for equal weights). ``mcse_mean`` = sqrt(sum_i w_i^2
+    (x_i - m)^2), the standard error of a self-normalised weighted mean of independent
+    draws (sd / sqrt(N) up to the factor sqrt((N - 1) / N) for equal weights); it
+    ignores the draws' autocorrelation, which ArviZ's ``mcse_mean`` accounts for, and
+    the weights' dependence on the draws. Kish ESS = 1 / sum_i w_i^2 (= N for uniform
+    weights). Memory: one (N, number of scalar elements) float64 array.
+
+    Weights redistribute mass among the draws; they cannot restore mass the sampler
+    never visited (see :func:`stein_weights`, Notes).
 
     References
     ----------
@@ -477,13 +651,15 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     >>> import numpy as np, steindiag
     >>> x = np.random.default_rng(0).standard_normal((2, 300, 2))
     >>> w = steindiag.stein_weights(x, score=-x)
-    >>> table = steindiag.weighted_summary(x, w)
-    >>> list(table.columns)
-    ['mean', 'sd', 'q5%', 'q50%', 'q95%', 'ess_kish']
+    >>> table = steindiag.weighted_summary(x, w, ci_prob=0.9, ci_kind="eti")
+    >>> [name for name in table.columns if "90" not in name]
+    ['mean', 'sd', 'mcse_mean', 'ess_kish']
     """
     import pandas as pd
 
-    probabilities = _summary_iv(quantiles)
+    probabilities = None if quantiles is None else _summary_iv(quantiles)
+    ci_prob, ci_kind, interval_names = _interval_defaults(ci_prob, ci_kind)
+    data = as_trace(data)
     array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if is_labelled(data) and len(sample_dims) != 2:
@@ -510,12 +686,56 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     centred = flat - mean
     variance = (w @ (centred * centred)) / (1.0 - sum_w2) if sum_w2 < 1 else np.full(n_col, np.nan)
     table = {"mean": mean, "sd": np.sqrt(variance)}
-    q_values = _weighted_quantiles(flat, w, probabilities)
-    for p, row in zip(probabilities, q_values):
-        table[f"q{100 * p:g}%"] = row
+    if ci_kind == "hdi":
+        interval = _weighted_hdi(flat, w, ci_prob)
+    else:
+        interval = _weighted_quantiles(flat, w, [(1 - ci_prob) / 2, (1 + ci_prob) / 2])
+    table[interval_names[0]], table[interval_names[1]] = interval
+    table["mcse_mean"] = np.sqrt((w * w) @ (centred * centred))
+    if probabilities is not None:
+        for p, row in zip(probabilities, _weighted_quantiles(flat, w, probabilities)):
+            table[f"q{100 * p:g}%"] = row
     kish = 1.0 / sum_w2
     table["ess_kish"] = np.full(n_col, kish)
     frame = pd.DataFrame(table, index=labels)
     frame.attrs["kish_ess"] = kish
     frame.attrs["n_draws"] = n_chain * n_draw
+    frame.attrs["ci_prob"] = ci_prob
+    frame.attrs["ci_kind"] = ci_kind
+    reasons = _summary_reasons(data, weights, group, sample_dims if is_labelled(data) else None,
+                               chain_values, draw_values)
+    frame.attrs["correction_warnings"] = " | ".join(reasons)
+    if reasons:
+        warnings.warn(
+            "weighted_summary cannot be trusted here: " + "; ".join(reasons) + ". Weights "
+            "only redistribute mass among the visited draws; they cannot put mass where "
+            "the sampler never went.",
+            CorrectionWarning,
+            stacklevel=2,
+        )
     return frame
+
+
+def _summary_reasons(data, weights, group, sample_dims, chain_values, draw_values):
+    """Causes not to trust a weighted summary: divergences, and what the weights recorded."""
+    from steindiag.inputs import sampler_warnings
+
+    reasons = []
+    if sample_dims is not None:
+        found = sampler_warnings(data, group=group, chain=chain_values, draw=draw_values,
+                                 sample_dims=sample_dims)
+        if found is not None and found.total > 0:
+            reasons.append(
+                f"the sampler reported {found.total} divergent transitions ({found.source}), "
+                "so the chains missed part of the posterior"
+            )
+    recorded = getattr(weights, "attrs", {})
+    if recorded.get("missing_mass") == "found":
+        reasons.append("the weights record mass the chains never visited ("
+                       f"{recorded.get('missing_mass_detail', '')})")
+    if recorded.get("ksd_far_above_floor"):
+        reasons.append(
+            f"the weights' KSD {recorded.get('ksd_weighted', float('nan')):.3g} stays far above "
+            f"its floor (threshold {recorded.get('ksd_far_threshold', float('nan')):.3g})"
+        )
+    return reasons

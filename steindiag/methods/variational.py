@@ -16,7 +16,8 @@ from steindiag.engine import svgd as _svgd_kernels
 from steindiag.engine.local import stein_row_sums
 from steindiag.kernels import IMQ
 
-__all__ = ["ADAGRAD_ALPHA", "ADAGRAD_FUDGE", "median_bandwidth", "svgd_loop", "threads_for"]
+__all__ = ["ADAGRAD_ALPHA", "ADAGRAD_FUDGE", "median_bandwidth", "step_sizes", "svgd_loop",
+           "threads_for"]
 
 
 # AdaGrad with momentum, as in Liu & Wang's reference implementation of SVGD.
@@ -101,13 +102,25 @@ def _ksd_at(draws, scores, pre):
     return np.sqrt(max(total, 0.0)) / n, np.sqrt(diagonal) / n
 
 
+def step_sizes(step_size, step_decay, n_steps):
+    """epsilon_t, t = 0 .. n_steps - 1: geometric from step_size to step_size / step_decay.
+
+    ``step_decay`` None (or 1) keeps the step size constant.
+    """
+    if step_decay is None or n_steps == 1:
+        return np.full(n_steps, float(step_size))
+    return float(step_size) * float(step_decay) ** (-np.arange(n_steps) / (n_steps - 1.0))
+
+
 def svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, step_size,
                kind, bandwidth, method, record, bar, pairs_per_step):
     """The SVGD iteration on (N, d) particles in the coordinates z = x / scale.
 
+    ``step_size``: a number, or an array of n_steps step sizes (see ``step_sizes``).
     Returns the final particles, the KSD and i.i.d. floor at the steps in ``record``
     (computed on x = z * scale with the scores s = s_z / scale), and the bandwidths.
     """
+    step_size = np.broadcast_to(np.asarray(step_size, dtype=np.float64), (n_steps,))
     n = particles.shape[0]
     ksd_values, iid_values = [], []
     bandwidths = np.empty(n_steps)
@@ -136,7 +149,7 @@ def svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, 
             history = phi**2
         else:
             history = ADAGRAD_ALPHA * history + (1.0 - ADAGRAD_ALPHA) * phi**2
-        particles = particles + step_size * phi / (ADAGRAD_FUDGE + np.sqrt(history))
+        particles = particles + step_size[step] * phi / (ADAGRAD_FUDGE + np.sqrt(history))
         _check_step(particles, "particles", step + 1)
         particle_scores = score_fn(particles * scale) * scale
         _check_step(particle_scores, "scores", step + 1)

@@ -1,0 +1,265 @@
+"""When a correction cannot be trusted: the checks behind the warnings of the corrections.
+
+``stein_weights``, ``weighted_summary`` and ``stein_thin`` only redistribute mass among
+the draws the sampler visited (weights on the simplex, a subset of the draws): a region
+the chains never reached gets no mass, and the corrected estimate can move away from the
+truth while its own KSD falls. Three causes are checked here, each named in a
+:class:`CorrectionWarning` and recorded in the result's attrs (see the Background page of
+the docs):
+
+- divergent transitions in the trace's ``sample_stats`` (the sampler failed to enter part
+  of the posterior: ``steindiag.inputs.sampler_warnings``);
+- unvisited mass found by the missing-mass search (``steindiag.methods.missing_mass``),
+  run when a log density is at hand, or a search result passed by the caller;
+- a corrected KSD that stays far above its floor: above the level that N exact i.i.d.
+  draws exceed with probability at most 1 % (``ksd_null_threshold``).
+"""
+
+import numbers
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["CorrectionWarning", "CorrectionChecks", "check_correction", "ksd_null_threshold",
+           "MISSING_MASS_OPTIONS"]
+
+# Level of the "far above the floor" check: an exact i.i.d. sample of the same size
+# exceeds the threshold with probability at most this (whatever the null's shape).
+FAR_ALPHA = 0.01
+
+# Rows of the Stein kernel matrix used to estimate the null variance (evenly spaced
+# draws; n_rows * N kernel evaluations, n_rows * N * 8 bytes).
+_NULL_ROWS = 256
+
+MISSING_MASS_OPTIONS = ("auto", True, False)
+
+
+class CorrectionWarning(UserWarning):
+    """A correction (weights, thinning, SVGD) cannot be trusted on these draws.
+
+    The message names the cause: divergent transitions, unvisited mass, a KSD that stays
+    far above its floor, or (SVGD) particles that ended with a higher KSD than they
+    started with.
+    """
+
+
+@dataclass(kw_only=True)
+class CorrectionChecks:
+    """What the checks found; ``reasons`` is empty when none fired.
+
+    Attributes
+    ----------
+    reasons : list of str
+        One sentence per cause found.
+    divergences : int
+        Divergent transitions in the draws used (-1: the trace records none, or the
+        input is not a trace).
+    missing_mass : str
+        ``"found"``, ``"not found"`` or ``"not searched"``.
+    missing_mass_detail : str
+        The search's one-sentence summary, or why it was not run.
+    missing_mass_n_log_density : int
+        Log-density evaluations the search made (0 if not run here).
+    ksd_far_threshold : float
+        KSD above which the corrected draws are "far above the floor" (nan if unchecked).
+    ksd_far_above_floor : bool
+    """
+
+    reasons: list = field(default_factory=list)
+    divergences: int = -1
+    missing_mass: str = "not searched"
+    missing_mass_detail: str = ""
+    missing_mass_n_log_density: int = 0
+    ksd_far_threshold: float = float("nan")
+    ksd_far_above_floor: bool = False
+
+    def attrs(self):
+        """netCDF-safe attrs (str, int, float) recording the checks."""
+        return {
+            "correction_warnings": " | ".join(self.reasons),
+            "sampler_divergences": int(self.divergences),
+            "missing_mass": self.missing_mass,
+            "missing_mass_detail": self.missing_mass_detail,
+            "missing_mass_n_log_density": int(self.missing_mass_n_log_density),
+            "ksd_far_threshold": float(self.ksd_far_threshold),
+            "ksd_far_above_floor": int(bool(self.ksd_far_above_floor)),
+        }
+
+    def warn(self, what, stacklevel=3):
+        """One CorrectionWarning naming every cause, if any fired."""
+        if self.reasons:
+            warnings.warn(
+                f"{what} cannot be trusted here: " + "; ".join(self.reasons) + ". Weights "
+                "and thinning only redistribute mass among the visited draws; they cannot "
+                "put mass where the sampler never went.",
+                CorrectionWarning,
+                stacklevel=stacklevel,
+            )
+
+
+def check_missing_mass_option(missing_mass):
+    if isinstance(missing_mass, str) or isinstance(missing_mass, (bool, np.bool_)):
+        if missing_mass not in MISSING_MASS_OPTIONS:
+            raise ValueError(
+                f"missing_mass must be 'auto', True, False or a missing-mass search result; "
+                f"got {missing_mass!r}."
+            )
+        return
+    if not isinstance(getattr(missing_mass, "found", None), (bool, np.bool_)):
+        raise TypeError(
+            "missing_mass must be 'auto', True, False or a missing-mass search result (an "
+            f"object with a boolean 'found'); got {type(missing_mass).__name__}."
+        )
+
+
+def ksd_null_threshold(points, alpha=FAR_ALPHA, n_rows=_NULL_ROWS):
+    """KSD that N exact i.i.d. draws of p exceed with probability at most ``alpha``.
+
+    For i.i.d. draws of p the V-statistic KSD^2 = N^-2 sum_ij k_p(x_i, x_j) has mean
+    m = mean_i k_p(x_i, x_i) / N (the squared floor) and variance
+    [2 N (N - 1) E k_p(x, y)^2 + N Var k_p(x, x)] / N^4 (the off-diagonal terms are a
+    degenerate U-statistic, uncorrelated with the diagonal). Cantelli's inequality gives
+    P(KSD^2 >= m + sigma sqrt((1 - alpha) / alpha)) <= alpha for any distribution with
+    that variance. The moments are estimated at the points (like the floor itself),
+    E k_p(x, y)^2 from ``n_rows`` evenly spaced rows: n_rows * N kernel evaluations.
+    """
+    n = points.n
+    diagonal = points.diagonal
+    floor2 = float(diagonal.mean()) / n
+    if n < 2:
+        return float(np.sqrt(floor2))
+    index = np.unique(np.linspace(0, n - 1, min(n, n_rows)).astype(np.int64))
+    rows = points.rows(index)
+    rows[np.arange(index.size), index] = 0.0
+    off_diagonal_m2 = float(np.sum(rows * rows)) / (index.size * (n - 1.0))
+    variance = (2.0 * (n - 1.0) * off_diagonal_m2 + float(diagonal.var())) / n**3
+    threshold2 = floor2 + np.sqrt((1.0 - alpha) / alpha) * np.sqrt(variance)
+    return float(np.sqrt(threshold2))
+
+
+def _divergences(data, group, prepared, sample_dims):
+    from steindiag.inputs import sampler_warnings
+
+    dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
+    if isinstance(dims[0], str) and len(dims) not in (1, 2):
+        return None
+    try:
+        return sampler_warnings(data, group=group, chain=prepared.chain, draw=prepared.draw,
+                                sample_dims=dims)
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def _log_density_function(log_density, model, batched, mode):
+    from steindiag.inputs import log_density_values
+
+    def evaluate(flat):
+        flat = np.asarray(flat, dtype=np.float64)
+        return log_density_values(log_density if callable(log_density) else None, model,
+                                  flat[None], batched=batched, mode=mode).reshape(-1)
+    return evaluate
+
+
+def _search(prepared, model, score, log_density, batched, kernel, pre, rng):
+    """Run the missing-mass search; (result, why-not) with one of them None."""
+    try:
+        from steindiag.methods.missing_mass import search_missing_mass
+    except ImportError:
+        return None, "the missing-mass search is not available in this version"
+    from steindiag.inputs import score_function
+
+    mode = prepared.attrs.get("pytensor_mode")
+    score_fn = score_function(score, model, batched=batched, mode=mode)
+    if score_fn is None:
+        return None, "the score is an array (the search evaluates it at new points)"
+    starts = None
+    if model is not None and score is None:
+        try:
+            from steindiag.inputs._pymc_prior import prior_starts
+        except ImportError:
+            prior_starts = None
+        if prior_starts is not None:
+            starts = prior_starts(model, prepared.parameter, 4 * prepared.draws.shape[0], rng)
+    result = search_missing_mass(
+        prepared.draws, prepared.scores,
+        log_density=_log_density_function(log_density, model, batched, mode),
+        score=score_fn, kernel=kernel, preconditioner=pre, rng=rng, starts=starts,
+    )
+    return result, None
+
+
+def check_correction(*, data, group, sample_dims, prepared, model=None, score=None,
+                     log_density=None, batched=True, kernel, preconditioner, missing_mass,
+                     rng=None, ksd_checks=()):
+    """Run the checks of a correction; returns :class:`CorrectionChecks`.
+
+    Parameters
+    ----------
+    data, group, sample_dims : the caller's input (for the sampler's statistics)
+    prepared : SteinInput of the draws used
+    model, score, log_density, batched : the log-density and score sources
+    kernel, preconditioner : what the correction's KSD used
+    missing_mass : "auto", True, False, or a search result (with ``found``, ``summary``)
+        "auto": search when a log density is at hand (``log_density`` callable or a PyMC
+        model) and the score can be evaluated at new points; True: search or raise.
+    rng : numpy Generator for the search
+    ksd_checks : iterable of (KernelPoints, corrected KSD, label)
+        Each corrected KSD is compared with ``ksd_null_threshold`` of its points.
+    """
+    checks = CorrectionChecks()
+    found = _divergences(data, group, prepared, sample_dims)
+    if found is not None:
+        checks.divergences = found.total
+        if found.total > 0:
+            per_chain = ", ".join(str(int(k)) for k in found.divergences)
+            checks.reasons.append(
+                f"the sampler reported {found.total} divergent transitions (per chain: "
+                f"{per_chain}; {found.source}), so the chains missed part of the posterior"
+            )
+    # The missing-mass search.
+    result = None
+    search = isinstance(missing_mass, (str, bool, np.bool_))
+    if search and not missing_mass:
+        checks.missing_mass_detail = "not searched: missing_mass=False"
+    elif search:
+        has_log_density = callable(log_density) or (model is not None and log_density is None)
+        if not has_log_density:
+            why = ("no log density: pass log_density= (a callable on the flat parameter "
+                   "vector) or a PyMC model")
+            if missing_mass != "auto":
+                raise ValueError(f"missing_mass=True needs log p at new points; {why}.")
+            checks.missing_mass_detail = f"not searched: {why}"
+        else:
+            result, why = _search(prepared, model, score, log_density, batched, kernel,
+                                  preconditioner, rng)
+            if result is None:
+                if missing_mass != "auto":
+                    raise ValueError(f"missing_mass=True: the search cannot run: {why}.")
+                checks.missing_mass_detail = f"not searched: {why}"
+            else:
+                checks.missing_mass_n_log_density = int(getattr(result, "n_log_density", 0))
+    else:
+        result = missing_mass
+    if result is not None:
+        checks.missing_mass = "found" if bool(result.found) else "not found"
+        checks.missing_mass_detail = str(getattr(result, "summary", ""))
+        if result.found:
+            checks.reasons.append(
+                "the missing-mass search found mass the chains never visited ("
+                + (checks.missing_mass_detail.rstrip(".") or getattr(result, "method", "search"))
+                + ")"
+            )
+    for points, corrected_ksd, label in ksd_checks:
+        threshold = ksd_null_threshold(points)
+        checks.ksd_far_threshold = threshold
+        if isinstance(corrected_ksd, numbers.Real) and corrected_ksd > threshold:
+            checks.ksd_far_above_floor = True
+            floor = float(np.sqrt(points.diagonal.mean() / points.n))
+            checks.reasons.append(
+                f"the {label} KSD {corrected_ksd:.3g} stays far above its i.i.d. floor "
+                f"{floor:.3g} (above {threshold:.3g}, which exact independent draws of the "
+                f"same size exceed with probability at most {FAR_ALPHA:.0%}), so no "
+                "reweighting of these draws fits the target"
+            )
+    return checks
