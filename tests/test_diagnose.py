@@ -191,6 +191,8 @@ def test_sticky_chains_are_inconclusive_not_fits():
         ({"kernel": "cosine"}, ValueError, "kernel"),
         ({"preconditioner": "wide"}, ValueError, "preconditioner"),
         ({"rng": "seed"}, TypeError, "rng"),
+        ({"n_landmarks": 10}, ValueError, "n_landmarks"),
+        ({"compile_mode": "FAST_RUN"}, (TypeError, ValueError), "compile_mode"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):
