@@ -11,7 +11,7 @@ export MPLBACKEND=Agg
 
 mkdir -p examples/output
 for example in quickstart biased_sampler external_score svgd_correction min_ksd_fit \
-               kernel_blind_spot; do
+               kernel_blind_spot diagnose_gallery; do
     echo "running examples/${example}.py"
     "$PYTHON" "examples/${example}.py" > "examples/output/${example}.txt"
 done

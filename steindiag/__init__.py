@@ -5,6 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 from steindiag._ksd import ksd, ksd_path
 from steindiag.gof import ksd_test
 from steindiag._mmd import mmd
+from steindiag._diagnose import Diagnosis, diagnose
 from steindiag.estimation import MinKSDFit, min_ksd_fit
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
 from steindiag.thinning import SteinThinning, stein_thin
@@ -20,6 +21,8 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "unknown"
 
 __all__ = [
+    "diagnose",
+    "Diagnosis",
     "ksd",
     "ksd_path",
     "ksd_test",

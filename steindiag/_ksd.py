@@ -18,13 +18,16 @@ from steindiag.engine import resolve_backend
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
 from steindiag.stats.ksd import cumulative_sums, ksd2_u, ksd_iid, ksd_v, path_points
+from steindiag._nystrom import check_estimator, nystrom_sums
 
 __all__ = ["ksd", "ksd_path"]
 
 
 def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, group,
-             var_names, coords, sample_dims, method, progress, space=None, client=None):
+             var_names, coords, sample_dims, method, progress, space=None, client=None,
+             estimator="exact", n_landmarks=None, rng=None, path=True, compile_mode=None):
     kernel = make_kernel(kernel, c, beta)
+    rng = check_estimator(estimator, n_landmarks, rng)
     check_method(method, {"auto", *METHODS})
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False; got {progress!r}.")
@@ -32,17 +35,20 @@ def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, gr
     backend = resolve_backend(client)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     d = pending.draws.shape[2]
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
+    attrs = kernel_attrs(prepared, pre, kernel)
+    if estimator == "nystrom":
+        sums, nystrom_attrs = nystrom_sums(prepared, pre, kernel, n_landmarks, rng, path, backend)
+        return prepared, sums, {**attrs, **nystrom_attrs}
     sums = stein_row_sums(
         prepared.draws, prepared.scores, kernel=kernel, preconditioner=pre, method=method,
         progress=progress, backend=backend,
     )
-    attrs = kernel_attrs(prepared, pre, kernel)
-    return prepared, sums, attrs
+    return prepared, cumulative_sums(sums), {**attrs, "estimator": "exact"}
 
 
 def kernel_attrs(prepared, pre, kernel):
@@ -75,6 +81,13 @@ _COMMON_PARAMETERS = """\
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
         space (value variables, ``model.logp(jacobian=True)``).
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: how PyTensor compiles the model's graphs (the score, and the
+        map of stored constrained values to the unconstrained space): a mode name,
+        e.g. ``"CVM"`` (the C backend), ``"NUMBA"``, ``"JAX"``, ``"FAST_RUN"``,
+        ``"FAST_COMPILE"``, or a ``Mode`` object. Default: ``"CVM"`` when a C++
+        compiler is available, else ``"NUMBA"``. The numbers do not depend on it (to
+        rounding); the compile and run times do. An error without ``model``.
     score : array_like, xarray.DataArray or callable, optional
         grad log p at each draw instead of ``model``: an array of the same shape as the
         draws (for a DataArray ``data``: its shape, or a DataArray with its dims), or a
@@ -133,12 +146,28 @@ _COMMON_PARAMETERS = """\
         machine's cores. The prepared draws and scores are sent once to every worker and
         blocks of rows run there as single-threaded tasks with the same kernels, so the
         numbers are the same (to rounding); only O(N) sums come back. Start workers with
-        one thread each, as many as cores. See the user guide, "Beyond one machine"."""
+        one thread each, as many as cores. See the user guide, "Beyond one machine".
+    estimator : {"exact", "nystrom"}, default "exact"
+        ``"exact"``: every pair of draws, O(N^2 d) time. ``"nystrom"``: pairs through m
+        landmarks (Kalinke, Szabo & Sriperumbudur 2025), O(N m d + N m^2 + m^3) time,
+        with k_p(x_i, x_i) kept exact; for 10^5 draws and more (measured error and cost:
+        user guide, "Many draws: the Nyström estimator"). The Nyström value is at most
+        the exact one up to its diagonal term: it can miss part of a discrepancy that
+        the landmarks do not resolve.
+    n_landmarks : int, optional
+        Landmarks m for ``estimator="nystrom"`` (1 <= m <= N): default 4 sqrt(N) clipped
+        to [200, 500] (and to N). More landmarks: closer to the exact value, cost
+        growing as N m^2.
+    rng : int, numpy.random.Generator or None
+        Source of the landmarks (``numpy.random.default_rng(rng)``), drawn uniformly
+        without replacement from the pooled draws; ``attrs["landmark_index"]`` records
+        them. Unused by ``estimator="exact"``."""
 
 
 def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
-        sample_dims=None, method="auto", progress=None, space=None, client=None):
+        sample_dims=None, method="auto", progress=None, space=None, client=None,
+        estimator="exact", n_landmarks=None, rng=None, compile_mode=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
 
     Parameters
@@ -193,11 +222,12 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         data, model, score=score, batched=batched, kernel=kernel, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
-        client=client,
+        client=client, estimator=estimator, n_landmarks=n_landmarks, rng=rng, path=False,
+        compile_mode=compile_mode,
     )
-    n_chain, n_draw = sums.diagonal.shape
+    n_chain, n_draw = prepared.draws.shape[:2]
     n_total = n_chain * n_draw
-    per_chain, pooled, diag_chain, diag_pooled = cumulative_sums(sums)
+    per_chain, pooled, diag_chain, diag_pooled = sums
     v_chain, v_pooled = per_chain[:, -1], pooled[-1]
     d_chain, d_pooled = diag_chain[:, -1], diag_pooled[-1]
     chain = xr.Variable(("chain",), prepared.chain)
@@ -230,7 +260,7 @@ def _check_n_points(n_points):
 def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
              sample_dims=None, method="auto", n_points=None, progress=None, space=None,
-             client=None):
+             client=None, estimator="exact", n_landmarks=None, rng=None, compile_mode=None):
     """Running KSD as every chain grows, per chain and pooled, from one pass.
 
     Parameters
@@ -269,12 +299,13 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
         data, model, score=score, batched=batched, kernel=kernel, c=c, beta=beta,
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
-        client=client,
+        client=client, estimator=estimator, n_landmarks=n_landmarks, rng=rng,
+        compile_mode=compile_mode,
     )
-    n_chain, n_draw = sums.diagonal.shape
+    n_chain, n_draw = prepared.draws.shape[:2]
     points = path_points(n_draw, n_points)
     index = points - 1
-    per_chain, pooled, diag_chain, diag_pooled = cumulative_sums(sums)
+    per_chain, pooled, diag_chain, diag_pooled = sums
     data_vars = {
         "ksd": (("chain", "n"), ksd_v(per_chain[:, index], points),
                 {"long_name": "running KSD of each chain"}),

@@ -29,7 +29,8 @@ from steindiag.stats.mmd import (
 from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._labels import provenance
 from steindiag.kernels import make_kernel
 
 __all__ = ["mmd"]
@@ -63,11 +64,13 @@ def _mmd_iv(n_permutations, block_length, rng):
     return int(n_permutations), block_length, rng
 
 
-def _prepare_draws(data, model, name, group, var_names, coords, sample_dims):
+def _prepare_draws(data, model, name, group, var_names, coords, sample_dims,
+                   compile_mode=None):
     """The draws of ``data`` (the unconstrained space if ``model`` is given); no score."""
     try:
         return read_input(data, model, group=group, var_names=var_names, coords=coords,
-                          sample_dims=sample_dims, need_score=False)
+                          sample_dims=sample_dims, need_score=False,
+                          compile_mode=compile_mode)
     except (TypeError, ValueError) as err:
         if name == "data":
             raise
@@ -115,7 +118,7 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
         kernel="imq", c=None, beta=None, preconditioner="standardize", group="posterior",
-        var_names=None, coords=None, sample_dims=None):
+        var_names=None, coords=None, sample_dims=None, compile_mode=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -131,6 +134,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         With a trace: compare the draws in the model's unconstrained space (the value
         variables), the space of :func:`steindiag.ksd`. Without it, the trace's
         variables as stored. No score is computed either way.
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the map from the stored constrained values
+        to the unconstrained space (as in :func:`steindiag.ksd`).
     n_permutations : int, default 0
         Permutations for the p-values (0: no p-values). The smallest possible p-value
         is 1 / (1 + n_permutations).
@@ -167,7 +173,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         ``other``: 0-d, the MMD^2 between all draws of ``data`` and all draws of
         ``other`` (chains pooled).
         With ``n_permutations > 0`` the p-values come along as the non-dimension
-        coordinate ``pvalue``, with the same dims (NaN on the diagonal), so
+        coordinate ``pvalue``, with the same dims (NaN on the diagonal), and
+        ``pvalue_reliable`` (False when a chain has fewer than 10 blocks), so
         ``res.pvalue`` or ``res["pvalue"]`` reads them and selecting a pair
         (``res.sel(chain=0, chain_other=2)``) keeps its p-value with it.
         ``attrs`` record the kernel, c, beta, the preconditioner, the sizes, the block
@@ -181,13 +188,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     -----
     UserWarning
         With permutations, when a chain has fewer than 10 blocks: its chains are too
-        short for their autocorrelation, and the p-values are unreliable.
-
-    Raises
-    ------
-    ValueError
-        With permutations, when a chain has fewer than 3 blocks (no pair of its blocks
-        would be far enough apart for the statistic).
+        short for their autocorrelation, and the p-values are unreliable
+        (``pvalue_reliable`` False). With fewer than 3 blocks no pair of blocks is far
+        enough apart for the test: the p-values are NaN. MMD^2 is returned either way.
 
     Notes
     -----
@@ -241,13 +244,15 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
-    prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims)
+    data, other = as_trace(data, model), as_trace(other, model)
+    prepared = _prepare_draws(data, model, "data", group, var_names, coords, sample_dims,
+                              compile_mode)
     draws = prepared.draws
     n_chain, n_draw, d = draws.shape
     samples = [draws]
     if other is not None:
         prepared_other = _prepare_draws(other, model, "other", group, var_names, coords,
-                                        sample_dims)
+                                        sample_dims, compile_mode)
         if prepared_other.draws.shape[2] != d:
             raise ValueError(
                 f"other must have the same number of parameters as data ({d}); got "
@@ -282,18 +287,18 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     # Chain of every unit, numbered across data and other (other's chains after data's).
     unit_chain = np.concatenate([chains + (0 if k == 0 else n_chain)
                                  for k, chains in enumerate(unit_chain)])
-    if n_permutations and min(blocks_per_chain) < 3:
-        raise ValueError(
-            f"block_length={block_length} leaves {min(blocks_per_chain)} block(s) per chain; "
-            "the permutation test needs at least 3 (it leaves out pairs within a block and "
-            "in adjacent blocks). Pass a smaller block_length, or use longer chains."
-        )
-    if n_permutations and min(blocks_per_chain) < _MIN_BLOCKS:
+    # Too few blocks: the statistic is still returned; the p-values are NaN (fewer than
+    # 3 blocks: no pair of blocks is far enough apart) or marked unreliable, and a warning.
+    testable = min(blocks_per_chain) >= 3
+    reliable = min(blocks_per_chain) >= _MIN_BLOCKS
+    if n_permutations and not reliable:
         warnings.warn(
             f"mmd: blocks of {block_length} draws leave only {min(blocks_per_chain)} blocks "
-            f"per chain (fewer than {_MIN_BLOCKS}); the permutation p-values are coarse or "
-            "unreliable. Run longer chains, or pass a smaller block_length if the draws "
-            "are less autocorrelated than estimated.",
+            f"per chain (fewer than {_MIN_BLOCKS}); the permutation p-values are "
+            + ("coarse or unreliable (pvalue_reliable is False)" if testable else
+               "not computed (NaN): the test needs at least 3 blocks per chain")
+            + ". Run longer chains, or pass a smaller block_length if the draws are less "
+            "autocorrelated than estimated.",
             UserWarning, stacklevel=2,
         )
     G = unit_kernel_sums(pooled, unit_start, pre, kernel)
@@ -309,7 +314,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         **pre.attrs(),
         "n_parameter": d,
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
         "n_permutations": n_permutations,
     }
     if n_permutations:
@@ -330,8 +335,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         coords = {}
         if n_permutations:
             coords["pvalue"] = ((), permutation_pvalue(test_sums, test_counts, n_x_units,
-                                                        n_permutations, rng),
+                                                        n_permutations, rng)
+                                if testable else np.nan,
                                 {"long_name": "block-permutation p-value"})
+            coords["pvalue_reliable"] = ((), reliable,
+                                         {"long_name": "whether the p-value can be trusted"})
         return xr.DataArray(split_statistic(G, counts, split)[0], coords=coords, name="mmd2",
                             attrs={"long_name": "unbiased MMD^2 between data and other",
                                    **attrs})
@@ -344,7 +352,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
     if n_permutations:
         pvalue = np.full((n_chain, n_chain), np.nan)
-        for i in range(n_chain):
+        for i in range(n_chain if testable else 0):
             for j in range(i + 1, n_chain):
                 index = np.r_[i * n_blocks : (i + 1) * n_blocks, j * n_blocks : (j + 1) * n_blocks]
                 pvalue[i, j] = pvalue[j, i] = permutation_pvalue(
@@ -352,6 +360,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                     n_blocks, n_permutations, rng)
         coords["pvalue"] = (("chain", "chain_other"), pvalue,
                             {"long_name": "block-permutation p-value between chains"})
+        coords["pvalue_reliable"] = (("chain", "chain_other"), np.full((n_chain, n_chain),
+                                                                      reliable),
+                                     {"long_name": "whether the p-value can be trusted"})
     attrs.update({"n_chain": n_chain, "n_draw": n_draw})
     return xr.DataArray(mmd2, dims=("chain", "chain_other"), coords=coords, name="mmd2",
                         attrs={"long_name": "unbiased MMD^2 between chains", **attrs})

@@ -18,10 +18,11 @@ from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
 from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.inputs._arrays import array_sample_dims
 from steindiag.engine import resolve_backend
 from steindiag.kernels import make_kernel
+from steindiag._nystrom import check_estimator, nystrom_forms
 
 __all__ = ["ksd_test"]
 
@@ -32,7 +33,7 @@ _MIN_EXPECTED_FLIPS = 10.0
 
 # Parameters shared with ksd, without the engine's method/progress options.
 _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
-               + _COMMON_PARAMETERS.split("    space :")[1].rstrip())
+               + _COMMON_PARAMETERS.split("    space :")[1].split("    rng :")[0].rstrip())
 
 
 def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
@@ -54,7 +55,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
              pooled=True, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             client=None):
+             client=None, estimator="exact", n_landmarks=None, compile_mode=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
 
     Null hypothesis: the draws are distributed as p (the density whose score is given).
@@ -75,7 +76,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     n_bootstrap : int, default 1000
         Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B).
     rng : int, numpy.random.Generator or None
-        Source of the bootstrap weights (``numpy.random.default_rng(rng)``).
+        Source of the bootstrap weights and of the Nyström landmarks
+        (``numpy.random.default_rng(rng)``).
     pooled : bool, default True
         Also test all chains together (cross-chain pairs included). This costs
         (chain * draw)^2 pair evaluations instead of chain * draw^2.
@@ -91,7 +93,15 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         (bootstrap): the simulated null statistics;
         ``autocorrelation_time`` (chain): the tau used for the wild bootstrap;
         ``flip_probability`` (chain): a of the sign chain (1/2 for ``"iid"``, NaN for
-        ``"multinomial"``).
+        ``"multinomial"``);
+        ``expected_sign_flips`` (chain): draw * a, the flips the sign chain is expected
+        to make; ``effective_draws`` (chain) and ``effective_draws_pooled`` (): draw / tau,
+        summed over chains when pooled;
+        ``pvalue_reliable`` (chain) and ``pvalue_reliable_pooled`` (): False where the
+        p-value cannot be trusted: with the wild bootstrap, a sign chain expected to
+        flip fewer than 10 times (pooled: in any chain). The statistic is returned
+        either way. ``"iid"`` and ``"multinomial"`` assume independent draws and are
+        always marked reliable.
         ``attrs``: ``bootstrap`` (the kind used), ``n_bootstrap``, ``flip_probability``,
         the rule for it, and the kernel and preconditioner as in :func:`steindiag.ksd`.
 
@@ -99,7 +109,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     -----
     UserWarning
         With the wild bootstrap, when a chain's sign chain is expected to flip fewer
-        than 10 times (a chain with very few effective draws): its p-value is unreliable.
+        than 10 times (a chain with very few effective draws): its p-value is unreliable
+        (``pvalue_reliable`` is False).
 
     Notes
     -----
@@ -159,12 +170,14 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     True
     """
     n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled)
+    rng = check_estimator(estimator, n_landmarks, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     backend = resolve_backend(client)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     if is_labelled(data):
         has_chain_dim = True
@@ -184,8 +197,14 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     ])
     flip = {"wild": flip_probability(tau), "iid": np.full(n_chain, 0.5),
             "multinomial": np.full(n_chain, np.nan)}[bootstrap]
+    # The p-value is marked unreliable (not only warned about) when a wild bootstrap's
+    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times; pooled, when
+    # any chain's is (its part of the pooled statistic is then badly simulated).
+    expected_flips = n_draw * flip
+    reliable = (expected_flips >= _MIN_EXPECTED_FLIPS if bootstrap == "wild"
+                else np.ones(n_chain, dtype=bool))
     if bootstrap == "wild":
-        few = np.flatnonzero(n_draw * flip < _MIN_EXPECTED_FLIPS)
+        few = np.flatnonzero(~reliable)
         if few.size:
             labels = [prepared.chain[ch].item() for ch in few[:10]]
             more = f" and {few.size - 10} more" if few.size > 10 else ""
@@ -196,10 +215,15 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                 "p-values are unreliable. Run longer chains.",
                 UserWarning, stacklevel=2,
             )
-    weights = bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
-    per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
-                                              weights, pooled, backend=backend)
-    del weights
+    if estimator == "nystrom":
+        (per_chain, pooled_forms), estimator_attrs = nystrom_forms(
+            prepared, pre, kernel, n_landmarks, rng, bootstrap, n_bootstrap, flip, backend)
+    else:
+        weights = bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
+        per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
+                                                  weights, pooled, backend=backend)
+        del weights
+        estimator_attrs = {"estimator": "exact"}
     per_chain /= n_draw
     chain = xr.Variable(("chain",), prepared.chain)
     data_vars = {
@@ -214,6 +238,12 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                                                "over draws and scores)"}),
         "flip_probability": (("chain",), flip,
                              {"long_name": "flip probability of the sign chain"}),
+        "expected_sign_flips": (("chain",), expected_flips,
+                                {"long_name": "expected flips of the sign chain, draw * a"}),
+        "effective_draws": (("chain",), n_draw / tau,
+                            {"long_name": "effective number of draws, draw / tau"}),
+        "pvalue_reliable": (("chain",), reliable,
+                            {"long_name": "whether the bootstrap p-value can be trusted"}),
     }
     if pooled:
         pooled_forms = pooled_forms / (n_chain * n_draw)
@@ -223,6 +253,11 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                                       {"long_name": "bootstrap p-value, pooled"})
         data_vars["bootstrap_statistic_pooled"] = (("bootstrap",), pooled_forms[1:],
                                                    {"long_name": "bootstrap statistics, pooled"})
+        data_vars["effective_draws_pooled"] = ((), float(np.sum(n_draw / tau)),
+                                               {"long_name": "effective draws, all chains"})
+        data_vars["pvalue_reliable_pooled"] = ((), bool(reliable.all()),
+                                               {"long_name": "whether the pooled p-value "
+                                                             "can be trusted"})
     attrs = {
         "test": "KSD goodness of fit, statistic N KSD^2_V",
         "bootstrap": bootstrap,
@@ -235,6 +270,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         }[bootstrap],
         "pvalue_rule": "(1 + #{bootstrap >= statistic}) / (1 + n_bootstrap)",
         **kernel_attrs(prepared, pre, kernel),
+        **estimator_attrs,
     }
     return xr.Dataset(data_vars, coords={"chain": chain}, attrs=attrs)
 

@@ -18,7 +18,8 @@ from steindiag._validate import check_rng
 from steindiag.engine.products import KernelPoints
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.inputs import is_labelled, log_density_values, read_input, score_function
+from steindiag.inputs import (as_trace, is_labelled, log_density_values, read_input,
+                              score_function)
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
 from steindiag.inputs._functions import check_log_density
 from steindiag.kernels import make_kernel
@@ -193,6 +194,9 @@ _THIN_PARAMETERS = """\
         (sample dims and parameter dims), or a trace.
     model : pymc.Model, optional
         The model that produced the trace (scores, and log p if ``regularized``).
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the model's graphs (as in
+        :func:`steindiag.ksd`).
     n_points : int
         Number of points to select, 1 <= n_points <= number of draws (chains pooled).
         Points may be selected more than once.
@@ -231,7 +235,8 @@ _THIN_PARAMETERS = """\
 def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="imq", c=None,
                beta=None, preconditioner="standardize", group="posterior", var_names=None,
                coords=None, sample_dims=None, space=None, regularized=False, log_density=None,
-               strength=None, return_info=False, missing_mass="auto", rng=None):
+               strength=None, return_info=False, missing_mass="auto", rng=None,
+               compile_mode=None):
     """Select ``n_points`` draws that greedily minimise the KSD (Stein thinning).
 
     Parameters
@@ -322,9 +327,10 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     check_missing_mass_option(missing_mass)
     rng = check_rng(rng)
     check_preconditioner(preconditioner)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     n_total = n_chain * n_draw
@@ -346,7 +352,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
                       "stein_thinning_n_points": int(n_points)}
     if regularized:
         lam = 1.0 / n_points if strength is None else float(strength)
-        mode = prepared.attrs.get("pytensor_mode")
+        mode = compile_mode
         log_p = log_density_values(log_density, model, prepared.draws, batched=batched,
                                    chain=prepared.chain, draw=prepared.draw,
                                    mode=mode).reshape(-1)

@@ -21,7 +21,8 @@ from steindiag._corrections import CorrectionWarning
 from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
-from steindiag.inputs import is_labelled, read_input, score_function
+from steindiag.inputs import as_trace, is_labelled, read_input, score_function
+from steindiag.inputs._labels import provenance
 from steindiag.methods.variational import (
     ADAGRAD_ALPHA, ADAGRAD_FUDGE, step_sizes, svgd_loop, threads_for,
 )
@@ -301,6 +302,9 @@ _SVGD_PARAMETERS = """\
         The model of the trace: particles move in its unconstrained space (value
         variables) along grad of ``model.logp(jacobian=True)``, evaluated at every step
         by the model's batched score graph.
+    compile_mode : str or pytensor.compile.mode.Mode, optional
+        With ``model``: the PyTensor mode of the model's score graph (as in
+        :func:`steindiag.ksd`).
     score : callable, optional
         grad log p instead of ``model``: a callable on the flat parameter vector (the
         space of the draws as given), evaluated at every step. An array of scores is
@@ -353,7 +357,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
                       kernel="imq", bandwidth="median", standardize=True, ksd_every=1,
                       batched=True, group="posterior", var_names=None, coords=None,
                       sample_dims=None, method="auto", progress=None, step_decay=10.0,
-                      keep="best"):
+                      keep="best", compile_mode=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
 
     Parameters
@@ -462,9 +466,10 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
             "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
             "only at the stored draws)."
         )
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims,
+        coords=coords, sample_dims=sample_dims, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     n = n_chain * n_draw
@@ -478,8 +483,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
             f"SVGD step): {err}"
         ) from err
     prepared = pending.with_scores()
-    score_fn = score_function(score, model, batched=batched,
-                              mode=prepared.attrs.get("pytensor_mode"))
+    score_fn = score_function(score, model, batched=batched, mode=compile_mode)
     draws = prepared.draws.reshape(n, d).copy()
     if prepared.attrs.get("score_source") == "nutpie":
         scores = score_fn(draws)
@@ -549,7 +553,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         "ksd_last_step": float(ksd_values[-1]),
         "improved": int(ksd_returned < ksd_values[0]),
         "parameters": list(prepared.parameter),
-        "space": prepared.attrs.get("space", "as given"),
+        **provenance(prepared.attrs),
     }
     if is_labelled(data):
         container_attrs = {f"stein_variational_{key.removeprefix('svgd_')}": _netcdf(value)

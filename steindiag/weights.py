@@ -21,7 +21,7 @@ from steindiag._corrections import (
     check_missing_mass_option,
 )
 from steindiag._validate import check_method, check_rng
-from steindiag.inputs import is_labelled, read_input
+from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
     METHODS,
@@ -76,7 +76,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
                   max_iter=None, memory_limit=None, progress=None, space=None,
-                  log_density=None, missing_mass="auto", rng=None):
+                  log_density=None, missing_mass="auto", rng=None, compile_mode=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
@@ -266,7 +266,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
@@ -660,6 +660,7 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
 
     probabilities = None if quantiles is None else _summary_iv(quantiles)
     ci_prob, ci_kind, interval_names = _interval_defaults(ci_prob, ci_kind)
+    data = as_trace(data)
     array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if is_labelled(data) and len(sample_dims) != 2:

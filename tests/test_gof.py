@@ -403,11 +403,26 @@ def test_pvalue_bounds():
     np.testing.assert_allclose(p * 10, np.round(p * 10))
 
 
+def test_independent_draws_are_marked_reliable():
+    x = np.random.default_rng(8).standard_normal((2, 300, 1))
+    # Truth: tau ~ 1 for independent draws, a = 1/13, 300 a ~ 23 expected flips >= 10.
+    res = steindiag.ksd_test(x, score=-x, n_bootstrap=10, rng=0)
+    assert res["pvalue_reliable"].values.all() and res["pvalue_reliable_pooled"].item()
+    assert res["effective_draws_pooled"].item() > 300
+
+
 def test_warns_when_the_sign_chain_barely_flips():
     x = ar1(np.random.default_rng(9), 1, 200, 0.99)
     # Truth: tau ~ 199 for rho = 0.99 (closed form), so 200 draws expect ~0.1 flips.
     with pytest.warns(UserWarning, match="unreliable"):
-        steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=10, rng=0)
+        res = steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=10, rng=0)
+    # Truth: the same closed form; the result marks it, not only the warning, and keeps
+    # the statistic and the counts behind the mark.
+    assert not res["pvalue_reliable"].item() and not res["pvalue_reliable_pooled"].item()
+    assert np.isfinite(res["statistic"].item())
+    assert res["expected_sign_flips"].item() < 10
+    np.testing.assert_allclose(res["effective_draws"].item(),
+                               200 / res["autocorrelation_time"].item())
     many = ar1(np.random.default_rng(10), 12, 200, 0.99)
     # Truth: all 12 chains are warned about; the message names the first 10 only.
     with pytest.warns(UserWarning, match=r"chains \[0, 1, .*, 9\] and 2 more have"):

@@ -351,13 +351,33 @@ def test_same_seed_same_pvalues():
     xr.testing.assert_identical(first, second)
 
 
-def test_warns_with_few_blocks_and_refuses_fewer_than_three():
+def test_few_blocks_degrade_to_unreliable_or_nan_pvalues():
     x = ar1(np.random.default_rng(12), 2, 100, 0.9)
-    # Truth: tau ~ 19 for rho = 0.9 (closed form), so blocks of 5 tau cannot fit 3 times.
-    with pytest.raises(ValueError, match="at least 3"):
-        steindiag.mmd(x, n_permutations=10, rng=0)
+    plain = steindiag.mmd(x)
+    # Truth: tau ~ 19 for rho = 0.9 (closed form), so blocks of 5 tau cannot fit 3 times:
+    # the statistic is still returned (the same as without permutations: permutations do
+    # not enter MMD^2; to rounding, the sums are taken over blocks), the p-value is NaN and marked unreliable, with a warning.
+    with pytest.warns(UserWarning, match="not computed"):
+        res = steindiag.mmd(x, n_permutations=10, rng=0)
+    np.testing.assert_allclose(res.values, plain.values, rtol=1e-10, atol=1e-14)
+    assert np.isnan(res.pvalue.values).all()
+    assert not res.pvalue_reliable.values.any()
+    # Truth: 100 draws in blocks of 20 give 5 blocks: between 3 and 10, a p-value marked
+    # unreliable.
     with pytest.warns(UserWarning, match="blocks per chain"):
-        steindiag.mmd(x, n_permutations=10, block_length=20, rng=0)
+        res = steindiag.mmd(x, n_permutations=10, block_length=20, rng=0)
+    assert np.isfinite(res.pvalue.values[0, 1]) and not res.pvalue_reliable.values.any()
+    with pytest.warns(UserWarning, match="not computed"):
+        res = steindiag.mmd(x[0], x[1], n_permutations=10, rng=0)
+    assert np.isnan(res.pvalue.item()) and not res.pvalue_reliable.item()
+
+
+def test_enough_blocks_are_marked_reliable():
+    x = np.random.default_rng(13).standard_normal((2, 200, 1))
+    # Truth: independent draws: blocks of 2 draws (at least 1/100 of the chain) give 100
+    # blocks per chain, at least 10.
+    res = steindiag.mmd(x, n_permutations=10, rng=0)
+    assert res.pvalue_reliable.values.all()
 
 
 @pytest.mark.parametrize(

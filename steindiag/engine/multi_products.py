@@ -109,52 +109,65 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a
     tile n_tiles - 1 - k, which cost about the same.
     """
     n_tiles = tile_start.shape[0]
-    d = draws_t.shape[1]
-    n_rhs = weights.shape[1]
     n_tasks = (n_tiles + 1) // 2
-    rows = 0
+    rows = np.int64(0)
     for t in range(n_tiles):
         rows = max(rows, tile_stop[t] - tile_start[t])
     for task in nb.prange(n_tasks):
-        tile = np.empty(rows * _COLUMN_CHUNK)
-        product = np.empty(rows * n_rhs)
-        acc_same = np.empty((rows, n_rhs))
-        acc_cross = np.empty((rows, n_rhs))
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        for half in range(2):
-            t = np.int64(task) if half == 0 else np.int64(n_tiles - 1 - task)
-            if half == 1 and t == task:
-                break
-            i0 = tile_start[t]
-            ni = tile_stop[t] - i0
-            c0 = tile_chain_start[t]
-            acc_same[:ni] = 0.0
-            acc_cross[:ni] = 0.0
-            # Earlier points of the same chain (each pair counted for both orders), then
-            # the tile against itself (whole, diagonal included).
-            _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
-                         c0, i0, 2.0, tile, product, acc_same, x_i, s_i, qdist, a2dist, uads,
-                         ss)
-            _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
-                         i0, i0 + ni, 1.0, tile, product, acc_same, x_i, s_i, qdist, a2dist,
-                         uads, ss)
-            if cross:
-                _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0,
-                             ni, 0, c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
-                             a2dist, uads, ss)
+        _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
+                        tile_start, tile_stop, tile_chain_start, cross, out, rows,
+                        np.int64(task))
+
+
+# The parallel functions keep only their prange loops and call plain per-task functions
+# (see ``engine.row_sums._lower_row_sums_task``): parallel compilation of a large loop
+# body costs seconds, of one call a fraction of a second.
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
+                    tile_stop, tile_chain_start, cross, out, rows, task):
+    """Row tiles ``task`` and ``n_tiles - 1 - task`` of ``stein_quadratic_forms``."""
+    n_tiles = tile_start.shape[0]
+    d = draws_t.shape[1]
+    n_rhs = weights.shape[1]
+    tile = np.empty(rows * _COLUMN_CHUNK)
+    product = np.empty(rows * n_rhs)
+    acc_same = np.empty((rows, n_rhs))
+    acc_cross = np.empty((rows, n_rhs))
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    for half in range(2):
+        t = task if half == 0 else n_tiles - 1 - task
+        if half == 1 and t == task:
+            break
+        i0 = tile_start[t]
+        ni = tile_stop[t] - i0
+        c0 = tile_chain_start[t]
+        acc_same[:ni] = 0.0
+        acc_cross[:ni] = 0.0
+        # Earlier points of the same chain (each pair counted for both orders), then
+        # the tile against itself (whole, diagonal included).
+        _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
+                     c0, i0, 2.0, tile, product, acc_same, x_i, s_i, qdist, a2dist, uads,
+                     ss)
+        _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
+                     i0, i0 + ni, 1.0, tile, product, acc_same, x_i, s_i, qdist, a2dist,
+                     uads, ss)
+        if cross:
+            _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0,
+                         ni, 0, c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
+                         a2dist, uads, ss)
+        for b in range(n_rhs):
+            out[t, 0, b] = 0.0
+            out[t, 1, b] = 0.0
+        for r in range(ni):
+            w_row = weights[i0 + r]
             for b in range(n_rhs):
-                out[t, 0, b] = 0.0
-                out[t, 1, b] = 0.0
-            for r in range(ni):
-                w_row = weights[i0 + r]
-                for b in range(n_rhs):
-                    out[t, 0, b] += w_row[b] * acc_same[r, b]
-                    out[t, 1, b] += w_row[b] * acc_cross[r, b]
+                out[t, 0, b] += w_row[b] * acc_same[r, b]
+                out[t, 1, b] += w_row[b] * acc_cross[r, b]
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -166,27 +179,35 @@ def stein_matmat(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
     of ``weights`` (BLAS). N^2 pair evaluations and 2 N^2 B flops; K_p is not stored.
     """
     n = draws_t.shape[2]
+    n_tiles = (n + QUADRATIC_TILE_ROWS - 1) // QUADRATIC_TILE_ROWS
+    for t in nb.prange(n_tiles):
+        _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out,
+                     np.int64(t))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, t):
+    """Row tile ``t`` of ``stein_matmat``."""
+    n = draws_t.shape[2]
     d = draws_t.shape[1]
     n_rhs = weights.shape[1]
     rows = QUADRATIC_TILE_ROWS
-    n_tiles = (n + rows - 1) // rows
-    for t in nb.prange(n_tiles):
-        tile = np.empty(rows * _COLUMN_CHUNK)
-        product = np.empty(rows * n_rhs)
-        acc = np.zeros((rows, n_rhs))
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        i0 = t * rows
-        ni = min(rows, n - i0)
-        _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
-                     0, n, 1.0, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss)
-        for r in range(ni):
-            for b in range(n_rhs):
-                out[i0 + r, b] = acc[r, b]
+    tile = np.empty(rows * _COLUMN_CHUNK)
+    product = np.empty(rows * n_rhs)
+    acc = np.zeros((rows, n_rhs))
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    i0 = t * rows
+    ni = min(rows, n - i0)
+    _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
+                 0, n, 1.0, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss)
+    for r in range(ni):
+        for b in range(n_rhs):
+            out[i0 + r, b] = acc[r, b]
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
@@ -226,32 +247,42 @@ def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, parti
     Memory: O(n_parts * U^2).
     """
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_parts = partial.shape[0]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
     for part in nb.prange(n_parts):
-        qdist = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        acc = partial[part]
-        acc[:, :] = 0.0
-        for task in range(np.int64(part), n_tasks, n_parts):
-            for half in range(2):
-                block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
-                if half == 1 and block == task:
-                    break
-                unit_i = 0
-                for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
-                    while unit_start[unit_i + 1] <= i:
-                        unit_i += 1
-                    for k in range(d):
-                        x_i[k] = draws_t[0, k, i]
-                    for unit_j in range(unit_i + 1):
-                        lo = unit_start[unit_j]
-                        hi = unit_start[unit_j + 1] if unit_j < unit_i else i
-                        total = 0.0
-                        for j0 in range(lo, hi, _BLOCK):
-                            total += _base_block_sum(draws_t, a, isotropic, x_i, j0,
-                                                     min(_BLOCK, hi - j0), qdist, kind,
-                                                     params)
-                        acc[unit_i, unit_j] += total
+        _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks,
+                        n_tasks, np.int64(part))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, n_tasks,
+                    part):
+    """Part ``part`` of ``base_kernel_unit_sums``: its row tasks, summed into partial[part]."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_parts = partial.shape[0]
+    qdist = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    acc = partial[part]
+    acc[:, :] = 0.0
+    for task in range(part, n_tasks, n_parts):
+        for half in range(2):
+            block = task if half == 0 else n_blocks - 1 - task
+            if half == 1 and block == task:
+                break
+            unit_i = 0
+            for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
+                while unit_start[unit_i + 1] <= i:
+                    unit_i += 1
+                for k in range(d):
+                    x_i[k] = draws_t[0, k, i]
+                for unit_j in range(unit_i + 1):
+                    lo = unit_start[unit_j]
+                    hi = unit_start[unit_j + 1] if unit_j < unit_i else i
+                    total = 0.0
+                    for j0 in range(lo, hi, _BLOCK):
+                        total += _base_block_sum(draws_t, a, isotropic, x_i, j0,
+                                                 min(_BLOCK, hi - j0), qdist, kind,
+                                                 params)
+                    acc[unit_i, unit_j] += total

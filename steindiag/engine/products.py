@@ -46,7 +46,12 @@ _ROWS_PER_TASK = 8
 _MATVEC_PARTS = 8
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+# Every function below evaluates kernel rows through ``_row_block``, a function of its own
+# (not inlined): it is compiled once per kernel and process, and every pass calls it. The
+# parallel passes keep only their prange loops and call plain per-task functions (see
+# ``engine.row_sums._lower_row_sums_task``): parallel compilation of a large loop body
+# costs seconds.
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj,
                x_i, s_i, qdist, a2dist, uads, ss, out):
     """out[:nj] = k_p(x_i, x_j) for j = j0 .. j0 + nj - 1."""
@@ -84,31 +89,8 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
     for part in nb.prange(n_parts):
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        values = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        acc = scatter[part]
-        acc[:] = 0.0
-        for task in range(np.int64(part), n_tasks, n_parts):
-            for half in range(2):
-                block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
-                if half == 1 and block == task:
-                    break
-                for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
-                    w_i = weights[i]
-                    total = diagonal[i] * w_i
-                    for j0 in range(0, i, _BLOCK):
-                        nj = min(_BLOCK, i - j0)
-                        _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0,
-                                   nj, x_i, s_i, qdist, a2dist, uads, ss, values)
-                        for m in range(nj):
-                            total += values[m] * weights[j0 + m]
-                            acc[j0 + m] += values[m] * w_i
-                    out[i] = total
+        _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
+                     out, scatter, n_tasks, n_blocks, np.int64(part))
     n_chunks = (n + _BLOCK - 1) // _BLOCK
     for chunk in nb.prange(n_chunks):
         for j in range(chunk * _BLOCK, min((chunk + 1) * _BLOCK, n)):
@@ -116,6 +98,40 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
             for part in range(n_parts):
                 total += scatter[part, j]
             out[j] = total
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
+                 scatter, n_tasks, n_blocks, part):
+    """Part ``part`` of ``kernel_matvec``: its rows into ``out``, its scatter into ``scatter[part]``."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_parts = scatter.shape[0]
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    values = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    acc = scatter[part]
+    acc[:] = 0.0
+    for task in range(part, n_tasks, n_parts):
+        for half in range(2):
+            block = task if half == 0 else n_blocks - 1 - task
+            if half == 1 and block == task:
+                break
+            for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
+                w_i = weights[i]
+                total = diagonal[i] * w_i
+                for j0 in range(0, i, _BLOCK):
+                    nj = min(_BLOCK, i - j0)
+                    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0,
+                               nj, x_i, s_i, qdist, a2dist, uads, ss, values)
+                    for m in range(nj):
+                        total += values[m] * weights[j0 + m]
+                        acc[j0 + m] += values[m] * w_i
+                out[i] = total
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -128,17 +144,29 @@ def kernel_rows(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, o
     d = draws_t.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
     for chunk in nb.prange(n_chunks):
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        j0 = chunk * _BLOCK
-        nj = min(_BLOCK, n - j0)
-        for r in range(index.shape[0]):
-            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[r], j0, nj,
-                       x_i, s_i, qdist, a2dist, uads, ss, out[r, j0 : j0 + nj])
+        _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out,
+                    np.int64(chunk))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk):
+    """Columns ``chunk * _BLOCK ...`` of ``kernel_rows``."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    values = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    j0 = chunk * _BLOCK
+    nj = min(_BLOCK, n - j0)
+    for r in range(index.shape[0]):
+        _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[r], j0, nj,
+                   x_i, s_i, qdist, a2dist, uads, ss, values)
+        for m in range(nj):
+            out[r, j0 + m] = values[m]
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -156,25 +184,36 @@ def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
     n_columns = out.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
     for chunk in nb.prange(n_chunks):
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        row = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        j0 = chunk * _BLOCK
-        nj = min(_BLOCK, n - j0)
+        _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values,
+                       column, out, np.int64(chunk))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
+                   out, chunk):
+    """Rows ``chunk * _BLOCK ...`` of ``kernel_columns``."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_columns = out.shape[1]
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    row = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    j0 = chunk * _BLOCK
+    nj = min(_BLOCK, n - j0)
+    for m in range(nj):
+        for b in range(n_columns):
+            out[j0 + m, b] = 0.0
+    for t in range(index.shape[0]):
+        _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[t], j0, nj,
+                   x_i, s_i, qdist, a2dist, uads, ss, row)
+        value = values[t]
+        b = column[t]
         for m in range(nj):
-            for b in range(n_columns):
-                out[j0 + m, b] = 0.0
-        for t in range(index.shape[0]):
-            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, index[t], j0, nj,
-                       x_i, s_i, qdist, a2dist, uads, ss, row)
-            value = values[t]
-            b = column[t]
-            for m in range(nj):
-                out[j0 + m, b] += value * row[m]
+            out[j0 + m, b] += value * row[m]
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -185,24 +224,36 @@ def kernel_matrix(draws_t, scores_t, a, isotropic, kind, params, trace_a, out):
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
     for task in nb.prange(n_tasks):
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        for half in range(2):
-            block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
-            if half == 1 and block == task:
-                break
-            for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
-                for j0 in range(0, i + 1, _BLOCK):
-                    nj = min(_BLOCK, i + 1 - j0)
-                    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj,
-                               x_i, s_i, qdist, a2dist, uads, ss, out[i, j0 : j0 + nj])
+        _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks,
+                     np.int64(task))
     for i in nb.prange(n):
         for j in range(i):
             out[j, i] = out[i, j]
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task):
+    """Row blocks ``task`` and ``n_blocks - 1 - task`` of ``kernel_matrix`` (lower triangle)."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    values = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    for half in range(2):
+        block = task if half == 0 else n_blocks - 1 - task
+        if half == 1 and block == task:
+            break
+        for i in range(block * _ROWS_PER_TASK, min((block + 1) * _ROWS_PER_TASK, n)):
+            for j0 in range(0, i + 1, _BLOCK):
+                nj = min(_BLOCK, i + 1 - j0)
+                _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj,
+                           x_i, s_i, qdist, a2dist, uads, ss, values)
+                for m in range(nj):
+                    out[i, j0 + m] = values[m]
 
 
 # Floor of the curvature |phi_v - phi_s|^2 along a pairwise direction (duplicate draws
@@ -255,7 +306,7 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a,
     point = np.empty((n_chunks, 2, d))
 
     # Initial away point, min g and f.
-    v = -1
+    v = np.int64(-1)
     g_max = -np.inf
     g_min = np.inf
     f = 0.0
@@ -275,32 +326,10 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a,
         k_vv = diagonal[v]
         # Pass 1: row v and the best partner s in each chunk.
         for chunk in nb.prange(n_chunks):
-            qdist = scratch[chunk, 0]
-            a2dist = scratch[chunk, 1]
-            uads = scratch[chunk, 2]
-            ss = scratch[chunk, 3]
-            x_i = point[chunk, 0]
-            s_i = point[chunk, 1]
-            j0 = chunk * _BLOCK
-            nj = min(_BLOCK, n - j0)
-            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, v, j0, nj,
-                       x_i, s_i, qdist, a2dist, uads, ss, row_v[j0 : j0 + nj])
-            # gain^2 / curvature > best_gain2 / best_curvature, without a division per point.
-            best_gain2 = 0.0
-            best_curvature = 1.0
-            arg = -1
-            for m in range(nj):
-                j = j0 + m
-                gain = g_v - gradient[j]
-                if gain > 0.0:
-                    curvature = max(k_vv + diagonal[j] - 2.0 * row_v[j], _TAU)
-                    if gain * gain * best_curvature > best_gain2 * curvature:
-                        best_gain2 = gain * gain
-                        best_curvature = curvature
-                        arg = j
-            chunk_best[chunk] = best_gain2 / best_curvature
-            chunk_arg[chunk] = arg
-        s = -1
+            _fw_row_v(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, gradient,
+                      v, g_v, k_vv, row_v, scratch, point, chunk_best, chunk_arg,
+                      np.int64(chunk))
+        s = np.int64(-1)
         best = 0.0
         for chunk in range(n_chunks):
             if chunk_arg[chunk] >= 0 and chunk_best[chunk] > best:
@@ -319,35 +348,9 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a,
         weights[s] += gamma
         # Pass 2: row s, the gradient update, the next away point, min g and f.
         for chunk in nb.prange(n_chunks):
-            qdist = scratch[chunk, 0]
-            a2dist = scratch[chunk, 1]
-            uads = scratch[chunk, 2]
-            ss = scratch[chunk, 3]
-            row_s = scratch[chunk, 4]
-            x_i = point[chunk, 0]
-            s_i = point[chunk, 1]
-            j0 = chunk * _BLOCK
-            nj = min(_BLOCK, n - j0)
-            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, s, j0, nj,
-                       x_i, s_i, qdist, a2dist, uads, ss, row_s)
-            local_max = -np.inf
-            local_arg = -1
-            local_min = np.inf
-            local_f = 0.0
-            for m in range(nj):
-                j = j0 + m
-                g_j = gradient[j] + gamma * (row_s[m] - row_v[j])
-                gradient[j] = g_j
-                local_f += weights[j] * g_j
-                if g_j < local_min:
-                    local_min = g_j
-                if weights[j] > 0.0 and g_j > local_max:
-                    local_max = g_j
-                    local_arg = j
-            chunk_max[chunk] = local_max
-            chunk_argmax[chunk] = local_arg
-            chunk_min[chunk] = local_min
-            chunk_f[chunk] = local_f
+            _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, gradient,
+                      s, gamma, row_v, scratch, point, chunk_max, chunk_argmax, chunk_min,
+                      chunk_f, np.int64(chunk))
         g_max = -np.inf
         g_min = np.inf
         f = 0.0
@@ -359,6 +362,77 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a,
                 g_max = chunk_max[chunk]
                 v = chunk_argmax[chunk]
     return iteration, f, g_min
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _fw_row_v(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, gradient, v, g_v,
+              k_vv, row_v, scratch, point, chunk_best, chunk_arg, chunk):
+    """Pass 1 of a Frank-Wolfe step on one chunk: row v and the chunk's best partner s."""
+    n = draws_t.shape[2]
+    qdist = scratch[chunk, 0]
+    a2dist = scratch[chunk, 1]
+    uads = scratch[chunk, 2]
+    ss = scratch[chunk, 3]
+    x_i = point[chunk, 0]
+    s_i = point[chunk, 1]
+    j0 = chunk * _BLOCK
+    nj = min(_BLOCK, n - j0)
+    values = scratch[chunk, 4]
+    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, v, j0, nj,
+               x_i, s_i, qdist, a2dist, uads, ss, values)
+    # gain^2 / curvature > best_gain2 / best_curvature, without a division per point.
+    best_gain2 = 0.0
+    best_curvature = 1.0
+    arg = -1
+    for m in range(nj):
+        j = j0 + m
+        row_v[j] = values[m]
+        gain = g_v - gradient[j]
+        if gain > 0.0:
+            curvature = max(k_vv + diagonal[j] - 2.0 * values[m], _TAU)
+            if gain * gain * best_curvature > best_gain2 * curvature:
+                best_gain2 = gain * gain
+                best_curvature = curvature
+                arg = j
+    chunk_best[chunk] = best_gain2 / best_curvature
+    chunk_arg[chunk] = arg
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, gradient, s, gamma,
+              row_v, scratch, point, chunk_max, chunk_argmax, chunk_min, chunk_f, chunk):
+    """Pass 2 of a Frank-Wolfe step on one chunk: row s, the gradient update, the chunk's
+    away point, min g and its share of f."""
+    n = draws_t.shape[2]
+    qdist = scratch[chunk, 0]
+    a2dist = scratch[chunk, 1]
+    uads = scratch[chunk, 2]
+    ss = scratch[chunk, 3]
+    row_s = scratch[chunk, 4]
+    x_i = point[chunk, 0]
+    s_i = point[chunk, 1]
+    j0 = chunk * _BLOCK
+    nj = min(_BLOCK, n - j0)
+    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, s, j0, nj,
+               x_i, s_i, qdist, a2dist, uads, ss, row_s)
+    local_max = -np.inf
+    local_arg = -1
+    local_min = np.inf
+    local_f = 0.0
+    for m in range(nj):
+        j = j0 + m
+        g_j = gradient[j] + gamma * (row_s[m] - row_v[j])
+        gradient[j] = g_j
+        local_f += weights[j] * g_j
+        if g_j < local_min:
+            local_min = g_j
+        if weights[j] > 0.0 and g_j > local_max:
+            local_max = g_j
+            local_arg = j
+    chunk_max[chunk] = local_max
+    chunk_argmax[chunk] = local_arg
+    chunk_min[chunk] = local_min
+    chunk_f[chunk] = local_f
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -385,7 +459,7 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, obje
     chunk_min = np.empty(n_chunks)
     chunk_arg = np.empty(n_chunks, dtype=np.int64)
     best = objective[0]
-    arg = 0
+    arg = np.int64(0)
     for j in range(1, n):
         if objective[j] < best:
             best = objective[j]
@@ -395,28 +469,8 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, obje
         if t == n_points - 1:
             break
         for chunk in nb.prange(n_chunks):
-            qdist = np.empty(_BLOCK)
-            a2dist = np.empty(_BLOCK)
-            uads = np.empty(_BLOCK)
-            ss = np.empty(_BLOCK)
-            row = np.empty(_BLOCK)
-            x_i = np.empty(d)
-            s_i = np.empty(d)
-            j0 = chunk * _BLOCK
-            nj = min(_BLOCK, n - j0)
-            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, arg, j0, nj,
-                       x_i, s_i, qdist, a2dist, uads, ss, row)
-            local_min = np.inf
-            local_arg = -1
-            for m in range(nj):
-                j = j0 + m
-                value = objective[j] + 2.0 * row[m] + step_penalty[j]
-                objective[j] = value
-                if value < local_min:
-                    local_min = value
-                    local_arg = j
-            chunk_min[chunk] = local_min
-            chunk_arg[chunk] = local_arg
+            _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
+                          step_penalty, arg, chunk_min, chunk_arg, np.int64(chunk))
         best = np.inf
         arg = -1
         for chunk in range(n_chunks):
@@ -426,6 +480,36 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, obje
         if arg < 0:
             # Every objective is NaN: cannot happen with finite inputs; keep the last point.
             arg = selected[t]
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
+                  arg, chunk_min, chunk_arg, chunk):
+    """One chunk of a greedy-thinning step: the objective update and the chunk's minimum."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    row = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    j0 = chunk * _BLOCK
+    nj = min(_BLOCK, n - j0)
+    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, arg, j0, nj,
+               x_i, s_i, qdist, a2dist, uads, ss, row)
+    local_min = np.inf
+    local_arg = -1
+    for m in range(nj):
+        j = j0 + m
+        value = objective[j] + 2.0 * row[m] + step_penalty[j]
+        objective[j] = value
+        if value < local_min:
+            local_min = value
+            local_arg = j
+    chunk_min[chunk] = local_min
+    chunk_arg[chunk] = local_arg
 
 
 class KernelPoints:

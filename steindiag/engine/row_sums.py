@@ -31,6 +31,7 @@ so one O(N^2 d) pass with O(N) extra memory gives all of them.
 
 import numba as nb
 import numpy as np
+from numba.extending import overload
 
 from steindiag.kernels._stein import (  # noqa: F401  (_q_powers, stein_combine: re-exported)
     FAST_SUM as _FAST_SUM,
@@ -40,8 +41,8 @@ from steindiag.kernels._stein import (  # noqa: F401  (_q_powers, stein_combine:
     MATERN52,
     _IMQ_SQRT,
     _q_powers,
+    _token_kind,
     block_stein_sum,
-    _variant,
     kernel_constants,
     profile_at_zero,
     stein_combine,
@@ -135,49 +136,62 @@ def lower_row_sums(
     Work is split over draw indices t in a balanced way (block b paired with
     block n - 1 - b) because row t costs O(t).
     """
-    c2, beta = kernel_constants(kind, params)
-    n_chain = draws_t.shape[0]
-    d = draws_t.shape[1]
     rows_per_task = 8
     n_blocks = (t_end - t_begin + rows_per_task - 1) // rows_per_task
     n_tasks = (n_blocks + 1) // 2
     for task in nb.prange(n_tasks):
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        for half in range(2):
-            block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
-            if half == 1 and block == task:
-                break
-            t_start = t_begin + block * rows_per_task
-            t_stop = min(t_start + rows_per_task, t_end)
-            for t in range(t_start, t_stop):
-                for c in range(n_chain):
-                    for k in range(d):
-                        x_i[k] = draws_t[c, k, t]
-                        s_i[k] = scores_t[c, k, t]
-                    total_all = 0.0
-                    total_same = 0.0
-                    for c_j in range(n_chain):
-                        limit = t + 1 if c_j < c else t
-                        total = 0.0
-                        for j0 in range(0, limit, _BLOCK):
-                            nj = min(_BLOCK, limit - j0)
-                            _accumulate_block(
-                                draws_t, scores_t, a, isotropic, c_j, j0, nj,
-                                x_i, s_i, qdist, a2dist, uads, ss,
-                            )
-                            total += block_stein_sum(
-                                kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a
-                            )
-                        total_all += total
-                        if c_j == c:
-                            total_same = total
-                    row_all[c, t] = total_all
-                    row_same[c, t] = total_same
+        _lower_row_sums_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
+                             row_all, t_begin, t_end, rows_per_task, n_blocks, np.int64(task))
+
+
+# Parallel passes keep only the prange loop in the parallel function and move its body
+# into a plain function like this one: Numba's parallel compilation (parfors) costs
+# several seconds for a large loop body and a fraction of a second for one call. The
+# loop index is passed as np.int64: inside the parallel region it is typed uint64, and
+# the body would be compiled a second time for that type.
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _lower_row_sums_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
+                         row_all, t_begin, t_end, rows_per_task, n_blocks, task):
+    """Rows of blocks ``task`` and ``n_blocks - 1 - task`` of ``lower_row_sums``."""
+    c2, beta = kernel_constants(kind, params)
+    n_chain = draws_t.shape[0]
+    d = draws_t.shape[1]
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    for half in range(2):
+        block = np.int64(task) if half == 0 else np.int64(n_blocks - 1 - task)
+        if half == 1 and block == task:
+            break
+        t_start = t_begin + block * rows_per_task
+        t_stop = min(t_start + rows_per_task, t_end)
+        for t in range(t_start, t_stop):
+            for c in range(n_chain):
+                for k in range(d):
+                    x_i[k] = draws_t[c, k, t]
+                    s_i[k] = scores_t[c, k, t]
+                total_all = 0.0
+                total_same = 0.0
+                for c_j in range(n_chain):
+                    limit = t + 1 if c_j < c else t
+                    total = 0.0
+                    for j0 in range(0, limit, _BLOCK):
+                        nj = min(_BLOCK, limit - j0)
+                        _accumulate_block(
+                            draws_t, scores_t, a, isotropic, c_j, j0, nj,
+                            x_i, s_i, qdist, a2dist, uads, ss,
+                        )
+                        total += block_stein_sum(
+                            kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a
+                        )
+                    total_all += total
+                    if c_j == c:
+                        total_same = total
+                row_all[c, t] = total_all
+                row_same[c, t] = total_same
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -190,30 +204,37 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, 
     pass to use when there are many chains: its work, n_chain n_draw^2 / 2 pairs, is
     1/n_chain of the pooled pass.
     """
+    for c in nb.prange(c_begin, c_end):
+        _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
+                         np.int64(c))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c):
+    """Chain ``c`` of ``same_chain_row_sums``."""
     c2, beta = kernel_constants(kind, params)
     d = draws_t.shape[1]
     n_draw = draws_t.shape[2]
-    for c in nb.prange(c_begin, c_end):
-        qdist = np.empty(_BLOCK)
-        a2dist = np.empty(_BLOCK)
-        uads = np.empty(_BLOCK)
-        ss = np.empty(_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        for t in range(n_draw):
-            for k in range(d):
-                x_i[k] = draws_t[c, k, t]
-                s_i[k] = scores_t[c, k, t]
-            total = 0.0
-            for j0 in range(0, t, _BLOCK):
-                nj = min(_BLOCK, t - j0)
-                _accumulate_block(
-                    draws_t, scores_t, a, isotropic, c, j0, nj, x_i, s_i, qdist, a2dist,
-                    uads, ss,
-                )
-                total += block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj,
-                                         trace_a)
-            row_same[c, t] = total
+    qdist = np.empty(_BLOCK)
+    a2dist = np.empty(_BLOCK)
+    uads = np.empty(_BLOCK)
+    ss = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    for t in range(n_draw):
+        for k in range(d):
+            x_i[k] = draws_t[c, k, t]
+            s_i[k] = scores_t[c, k, t]
+        total = 0.0
+        for j0 in range(0, t, _BLOCK):
+            nj = min(_BLOCK, t - j0)
+            _accumulate_block(
+                draws_t, scores_t, a, isotropic, c, j0, nj, x_i, s_i, qdist, a2dist,
+                uads, ss,
+            )
+            total += block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj,
+                                     trace_a)
+        row_same[c, t] = total
 
 
 # A pair's |z_i - z_j|^2 from |z_i|^2 + |z_j|^2 - 2 z_i.z_j is off by about
@@ -265,7 +286,6 @@ def _tile_pair_loop(
     return total
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _tile_pair_sum(
     g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
     isotropic, scale_q, kind, params, trace_a, kept,
@@ -286,26 +306,54 @@ def _tile_pair_sum(
     model checks every division for zero, q >= c^2 > 0 never is, and that check alone
     kept the loop scalar, 8x slower); and no second reduction, such as a count of the
     pairs left out (hence the ``kept`` flags).
+
+    Compiled code only: an overload that compiles the loop of the token's kernel alone.
     """
-    c2, beta = kernel_constants(kind, params)
-    variant = _variant(kind, beta)
-    if variant == _IMQ_SQRT:
+    raise NotImplementedError("_tile_pair_sum runs in compiled code only.")
+
+
+@overload(_tile_pair_sum, inline="always")
+def _tile_pair_sum_overload(
+    g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
+    isotropic, scale_q, kind, params, trace_a, kept,
+):
+    value = _token_kind(kind)
+    if value == IMQ:
+        def imq(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
+                isotropic, scale_q, kind, params, trace_a, kept):
+            c2, beta = kernel_constants(kind, params)
+            if beta == -0.5:
+                return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j,
+                                       ys_ii, ys_jj, limit, isotropic, scale_q, c2, beta,
+                                       trace_a, kept, _IMQ_SQRT)
+            return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                                   ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                                   IMQ)
+        return imq
+    if value == GAUSSIAN:
+        def gaussian(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj,
+                     limit, isotropic, scale_q, kind, params, trace_a, kept):
+            c2, beta = kernel_constants(kind, params)
+            return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                                   ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                                   GAUSSIAN)
+        return gaussian
+    if value == MATERN32:
+        def matern32(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj,
+                     limit, isotropic, scale_q, kind, params, trace_a, kept):
+            c2, beta = kernel_constants(kind, params)
+            return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                                   ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                                   MATERN32)
+        return matern32
+
+    def matern52(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj,
+                 limit, isotropic, scale_q, kind, params, trace_a, kept):
+        c2, beta = kernel_constants(kind, params)
         return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
                                ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
-                               _IMQ_SQRT)
-    elif variant == IMQ:
-        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
-                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, IMQ)
-    elif variant == GAUSSIAN:
-        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
-                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
-                               GAUSSIAN)
-    elif variant == MATERN32:
-        return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
-                               ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
-                               MATERN32)
-    return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
-                           ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept, MATERN52)
+                               MATERN52)
+    return matern52
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
@@ -429,29 +477,39 @@ def lower_row_sums_gemm(
     row_same[:, tile_begin * tile : tile_end * tile] = 0.0
     row_all[:, tile_begin * tile : tile_end * tile] = 0.0
     for task in nb.prange(n_tasks):
-        kept = np.empty(tile)
-        # The Gram blocks are allocated once per task: where malloc hands large blocks
-        # back to the OS at once (dask's worker processes set MALLOC_TRIM_THRESHOLD_), an
-        # allocation per tile pair page-faults 2 MB each time, 5-7x the tile's own cost.
-        gram = np.empty((2 * rows, 2 * rows))
-        gram_q = gram if isotropic else np.empty((rows, rows))
-        for half in range(2):
-            offset = np.int64(task) if half == 0 else np.int64(n_range - 1 - task)
-            if half == 1 and offset == task:
-                break
-            tile_i = tile_begin + offset
-            yi_si = panels[tile_i, n_blocks - 2 :].reshape(2 * rows, d)
-            z_i = panels[tile_i, 0].reshape(rows, d)
-            valid_i = min(tile, n_draw - tile_i * tile)
-            out_same = row_same[:, tile_i * tile : (tile_i + 1) * tile]
-            out_all = row_all[:, tile_i * tile : (tile_i + 1) * tile]
-            for tile_j in range(tile_i + 1):
-                np.dot(yi_si, panels[tile_j, n_blocks - 2 :].reshape(2 * rows, d).T, gram)
-                if not isotropic:
-                    np.dot(z_i, panels[tile_j, 0].reshape(rows, d).T, gram_q)
-                _tile_row_sums(
-                    gram, gram_q, panels[tile_i], panels[tile_j], valid_i, tile,
-                    tile_i == tile_j, norm_q[tile_i], norm_a2[tile_i], ys[tile_i],
-                    norm_q[tile_j], norm_a2[tile_j], ys[tile_j],
-                    isotropic, scale_q, kind, params, trace_a, kept, out_same, out_all,
-                )
+        _gemm_task(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params,
+                   trace_a, row_same, row_all, tile_begin, n_range, np.int64(task))
+
+
+@nb.njit(cache=True)
+def _gemm_task(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
+               row_same, row_all, tile_begin, n_range, task):
+    """Row tiles ``task`` and ``n_range - 1 - task`` (from ``tile_begin``) of ``lower_row_sums_gemm``."""
+    n_tiles, n_blocks, n_chain, tile, d = panels.shape
+    rows = n_chain * tile
+    kept = np.empty(tile)
+    # The Gram blocks are allocated once per task: where malloc hands large blocks
+    # back to the OS at once (dask's worker processes set MALLOC_TRIM_THRESHOLD_), an
+    # allocation per tile pair page-faults 2 MB each time, 5-7x the tile's own cost.
+    gram = np.empty((2 * rows, 2 * rows))
+    gram_q = gram if isotropic else np.empty((rows, rows))
+    for half in range(2):
+        offset = np.int64(task) if half == 0 else np.int64(n_range - 1 - task)
+        if half == 1 and offset == task:
+            break
+        tile_i = tile_begin + offset
+        yi_si = panels[tile_i, n_blocks - 2 :].reshape(2 * rows, d)
+        z_i = panels[tile_i, 0].reshape(rows, d)
+        valid_i = min(tile, n_draw - tile_i * tile)
+        out_same = row_same[:, tile_i * tile : (tile_i + 1) * tile]
+        out_all = row_all[:, tile_i * tile : (tile_i + 1) * tile]
+        for tile_j in range(tile_i + 1):
+            np.dot(yi_si, panels[tile_j, n_blocks - 2 :].reshape(2 * rows, d).T, gram)
+            if not isotropic:
+                np.dot(z_i, panels[tile_j, 0].reshape(rows, d).T, gram_q)
+            _tile_row_sums(
+                gram, gram_q, panels[tile_i], panels[tile_j], valid_i, tile,
+                tile_i == tile_j, norm_q[tile_i], norm_a2[tile_i], ys[tile_i],
+                norm_q[tile_j], norm_a2[tile_j], ys[tile_j],
+                isotropic, scale_q, kind, params, trace_a, kept, out_same, out_all,
+            )

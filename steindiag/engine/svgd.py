@@ -100,7 +100,11 @@ def _exp_negative(r2, nj, out, bits):
         out[m] *= scale[m]
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+# Not inlined: compiled once and shared by both paths. The parallel functions below keep
+# only their prange loops and call plain per-task functions (see
+# ``engine.row_sums._lower_row_sums_task``): parallel compilation of a large loop body
+# costs seconds, of one call a fraction of a second.
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _profile(r2, nj, kind, c2, beta, f, g, bits):
     """f[m] = f(r2[m]) and g[m] = 2 f'(r2[m]) for the first nj entries."""
     if kind == 0:
@@ -139,48 +143,56 @@ def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
     m_values = values_t.shape[0]
     n_tasks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     for task in nb.prange(n_tasks):
-        r2 = np.empty(_BLOCK)
-        f = np.empty(_BLOCK)
-        g = np.empty(_BLOCK)
-        bits = np.empty(_BLOCK, dtype=np.int64)
-        i0 = task * _ROWS_PER_TASK
-        rows = min(_ROWS_PER_TASK, n - i0)
-        acc_values = np.zeros((rows, m_values))
-        acc_grad = np.zeros((rows, d))
-        # Blocks of columns outside, the task's rows inside: a block of points and
-        # values stays in L1 while every row of the task uses it.
-        for j0 in range(0, n, _BLOCK):
-            nj = min(_BLOCK, n - j0)
-            for r in range(rows):
-                i = i0 + r
-                for mm in range(nj):
-                    r2[mm] = 0.0
-                for k in range(d):
-                    ak = a[k]
-                    xk = x_t[k, i]
-                    xs = x_t[k, j0 : j0 + nj]
-                    for mm in range(nj):
-                        u = xk - xs[mm]
-                        r2[mm] += ak * u * u
-                _profile(r2, nj, kind, c2, beta, f, g, bits)
-                for c in range(m_values):
-                    vs = values_t[c, j0 : j0 + nj]
-                    total = 0.0
-                    for mm in range(nj):
-                        total += f[mm] * vs[mm]
-                    acc_values[r, c] += total
-                for k in range(d):
-                    xk = x_t[k, i]
-                    xs = x_t[k, j0 : j0 + nj]
-                    total = 0.0
-                    for mm in range(nj):
-                        total += g[mm] * (xs[mm] - xk)
-                    acc_grad[r, k] += a[k] * total
+        _fused_task(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, np.int64(task))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _fused_task(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, task):
+    """Rows ``task * _ROWS_PER_TASK ...`` of ``vector_sums_fused``."""
+    d, n = x_t.shape
+    m_values = values_t.shape[0]
+    r2 = np.empty(_BLOCK)
+    f = np.empty(_BLOCK)
+    g = np.empty(_BLOCK)
+    bits = np.empty(_BLOCK, dtype=np.int64)
+    i0 = task * _ROWS_PER_TASK
+    rows = min(_ROWS_PER_TASK, n - i0)
+    acc_values = np.zeros((rows, m_values))
+    acc_grad = np.zeros((rows, d))
+    # Blocks of columns outside, the task's rows inside: a block of points and
+    # values stays in L1 while every row of the task uses it.
+    for j0 in range(0, n, _BLOCK):
+        nj = min(_BLOCK, n - j0)
         for r in range(rows):
-            for c in range(m_values):
-                values_sum[i0 + r, c] = acc_values[r, c]
+            i = i0 + r
+            for mm in range(nj):
+                r2[mm] = 0.0
             for k in range(d):
-                grad_sum[i0 + r, k] = acc_grad[r, k]
+                ak = a[k]
+                xk = x_t[k, i]
+                xs = x_t[k, j0 : j0 + nj]
+                for mm in range(nj):
+                    u = xk - xs[mm]
+                    r2[mm] += ak * u * u
+            _profile(r2, nj, kind, c2, beta, f, g, bits)
+            for c in range(m_values):
+                vs = values_t[c, j0 : j0 + nj]
+                total = 0.0
+                for mm in range(nj):
+                    total += f[mm] * vs[mm]
+                acc_values[r, c] += total
+            for k in range(d):
+                xk = x_t[k, i]
+                xs = x_t[k, j0 : j0 + nj]
+                total = 0.0
+                for mm in range(nj):
+                    total += g[mm] * (xs[mm] - xk)
+                acc_grad[r, k] += a[k] * total
+    for r in range(rows):
+        for c in range(m_values):
+            values_sum[i0 + r, c] = acc_values[r, c]
+        for k in range(d):
+            grad_sum[i0 + r, k] = acc_grad[r, k]
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
@@ -222,47 +234,57 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
     m_values = values.shape[1]
     n_tiles = (n + GEMM_TILE - 1) // GEMM_TILE
     for tile_i in nb.prange(n_tiles):
-        i0 = tile_i * GEMM_TILE
-        i1 = min(i0 + GEMM_TILE, n)
-        ni = i1 - i0
-        y_i = y[i0:i1]
-        # Buffers allocated once per task (fresh large arrays on every tile cost page
-        # faults); a tile of any shape is a contiguous reshape of their first entries.
-        gram_buffer = np.empty(GEMM_TILE * GEMM_TILE)
-        f_buffer = np.empty(GEMM_TILE * GEMM_TILE)
-        g_buffer = np.empty(GEMM_TILE * GEMM_TILE)
-        values_product = np.empty((ni, m_values))
-        grad_product = np.empty((ni, d))
-        acc_values = np.zeros((ni, m_values))
-        acc_grad = np.zeros((ni, d))
-        row_sums = np.zeros(ni)
-        for tile_j in range(n_tiles):
-            j0 = tile_j * GEMM_TILE
-            j1 = min(j0 + GEMM_TILE, n)
-            nj = j1 - j0
-            gram = gram_buffer[: ni * nj].reshape(ni, nj)
-            f_tile = f_buffer[: ni * nj].reshape(ni, nj)
-            g_tile = g_buffer[: ni * nj].reshape(ni, nj)
-            np.dot(y_i, y[j0:j1].T, gram)
-            _fill_tile(gram, norms[i0:i1], norms[j0:j1], kind, c2, beta, f_tile, g_tile)
-            np.dot(f_tile, values[j0:j1], values_product)
-            acc_values += values_product
-            summed = f_tile if fold else g_tile
-            if not fold:
-                np.dot(g_tile, y[j0:j1], grad_product)
-                acc_grad += grad_product
-            for r in range(ni):
-                total = 0.0
-                for mm in range(nj):
-                    total += summed[r, mm]
-                row_sums[r] += total
-        values_sum[i0:i1] = acc_values
+        _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y,
+                   np.int64(tile_i))
+
+
+@nb.njit(cache=True)
+def _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_i):
+    """Row tile ``tile_i`` of ``vector_sums_gemm``."""
+    n, d = y.shape
+    m_values = values.shape[1]
+    n_tiles = (n + GEMM_TILE - 1) // GEMM_TILE
+    i0 = tile_i * GEMM_TILE
+    i1 = min(i0 + GEMM_TILE, n)
+    ni = i1 - i0
+    y_i = y[i0:i1]
+    # Buffers allocated once per task (fresh large arrays on every tile cost page
+    # faults); a tile of any shape is a contiguous reshape of their first entries.
+    gram_buffer = np.empty(GEMM_TILE * GEMM_TILE)
+    f_buffer = np.empty(GEMM_TILE * GEMM_TILE)
+    g_buffer = np.empty(GEMM_TILE * GEMM_TILE)
+    values_product = np.empty((ni, m_values))
+    grad_product = np.empty((ni, d))
+    acc_values = np.zeros((ni, m_values))
+    acc_grad = np.zeros((ni, d))
+    row_sums = np.zeros(ni)
+    for tile_j in range(n_tiles):
+        j0 = tile_j * GEMM_TILE
+        j1 = min(j0 + GEMM_TILE, n)
+        nj = j1 - j0
+        gram = gram_buffer[: ni * nj].reshape(ni, nj)
+        f_tile = f_buffer[: ni * nj].reshape(ni, nj)
+        g_tile = g_buffer[: ni * nj].reshape(ni, nj)
+        np.dot(y_i, y[j0:j1].T, gram)
+        _fill_tile(gram, norms[i0:i1], norms[j0:j1], kind, c2, beta, f_tile, g_tile)
+        np.dot(f_tile, values[j0:j1], values_product)
+        acc_values += values_product
+        summed = f_tile if fold else g_tile
+        if not fold:
+            np.dot(g_tile, y[j0:j1], grad_product)
+            acc_grad += grad_product
         for r in range(ni):
-            for k in range(d):
-                if fold:
-                    grad_sum_y[i0 + r, k] = 2.0 * row_sums[r] * y_i[r, k]
-                else:
-                    grad_sum_y[i0 + r, k] = acc_grad[r, k] - row_sums[r] * y_i[r, k]
+            total = 0.0
+            for mm in range(nj):
+                total += summed[r, mm]
+            row_sums[r] += total
+    values_sum[i0:i1] = acc_values
+    for r in range(ni):
+        for k in range(d):
+            if fold:
+                grad_sum_y[i0 + r, k] = 2.0 * row_sums[r] * y_i[r, k]
+            else:
+                grad_sum_y[i0 + r, k] = acc_grad[r, k] - row_sums[r] * y_i[r, k]
 
 
 @nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
@@ -274,17 +296,24 @@ def pairwise_squared_distances(x_t, out):
     """
     d, m_points = x_t.shape
     for i in nb.prange(m_points - 1):
-        offset = i * m_points - (i * (i + 1)) // 2
-        length = m_points - 1 - i
-        row = out[offset : offset + length]
+        _distance_row(x_t, out, np.int64(i))
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def _distance_row(x_t, out, i):
+    """Row ``i`` of ``pairwise_squared_distances``."""
+    d, m_points = x_t.shape
+    offset = i * m_points - (i * (i + 1)) // 2
+    length = m_points - 1 - i
+    row = out[offset : offset + length]
+    for mm in range(length):
+        row[mm] = 0.0
+    for k in range(d):
+        xk = x_t[k, i]
+        xs = x_t[k, i + 1 :]
         for mm in range(length):
-            row[mm] = 0.0
-        for k in range(d):
-            xk = x_t[k, i]
-            xs = x_t[k, i + 1 :]
-            for mm in range(length):
-                u = xk - xs[mm]
-                row[mm] += u * u
+            u = xk - xs[mm]
+            row[mm] += u * u
 
 
 # Above this many coordinates the BLAS-tiled path is faster (measured as in

@@ -20,6 +20,7 @@ from steindiag.inputs._functions import log_density_values, score_function
 from steindiag.inputs._sampler import SamplerWarnings, sampler_warnings
 from steindiag.inputs._prepare import (
     PendingInput,
+    as_trace,
     check_space,
     is_labelled,
     prepare_input,
@@ -31,6 +32,7 @@ __all__ = [
     "PendingInput",
     "read_input",
     "prepare_input",
+    "as_trace",
     "is_labelled",
     "check_space",
     "score_function",

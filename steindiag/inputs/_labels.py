@@ -18,7 +18,18 @@ from itertools import product
 
 import numpy as np
 
-__all__ = ["element_labels", "variable_labels"]
+__all__ = ["element_labels", "variable_labels", "provenance"]
+
+# Attributes of the input that every result carries: the space of the draws and, for a
+# trace, the group they were read from.
+_PROVENANCE = ("space", "group")
+
+
+def provenance(input_attrs):
+    """The input attributes every result records (``space``, and ``group`` for a trace)."""
+    out = {key: input_attrs[key] for key in _PROVENANCE if key in input_attrs}
+    out.setdefault("space", "as given")
+    return out
 
 
 def _entry(value):

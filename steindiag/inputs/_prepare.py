@@ -19,9 +19,10 @@ from steindiag._types import SteinInput
 from steindiag._validate import as_draws_array, check_finite, warn_user
 from steindiag.inputs._arrays import array_sample_dims, array_scores, check_array_score
 from steindiag.inputs._arrays import read_array_draws
+from steindiag.inputs._trace import as_trace
 
 __all__ = ["read_input", "prepare_input", "PendingInput", "is_labelled", "check_space",
-           "SPACES"]
+           "check_compile_mode", "SPACES", "as_trace"]
 
 SPACES = ("unconstrained", "constrained")
 
@@ -43,6 +44,55 @@ def check_space(space, model):
             "with model=, draws and scores are in the model's unconstrained space (its value "
             f"variables); space={space!r} cannot be combined with a model."
         )
+
+
+# PyTensor backends that need a package of their own: mode name -> module.
+_BACKEND_MODULES = {"JAX": "jax", "PYTORCH": "torch", "MLX": "mlx"}
+
+
+def check_compile_mode(compile_mode, model):
+    """``compile_mode`` is None, a PyTensor mode name or a ``Mode``; it needs ``model``.
+
+    Refused without ``model``: nothing is compiled then, and silently ignoring the
+    option would hide a script that does not do what it says. PyTensor is imported
+    only when ``compile_mode`` is given (it is given with a PyMC model).
+    """
+    if compile_mode is None:
+        return
+    if model is None:
+        raise TypeError(
+            "compile_mode chooses how a PyMC model's score graph is compiled and needs "
+            f"model=; no model was passed (compile_mode={compile_mode!r}). Drop "
+            "compile_mode, or pass the model."
+        )
+    from pytensor.compile.mode import Mode, get_mode
+
+    if isinstance(compile_mode, Mode):
+        return
+    if not isinstance(compile_mode, str):
+        raise TypeError(
+            "compile_mode must be a PyTensor mode name (e.g. 'CVM', 'NUMBA', 'JAX', "
+            f"'FAST_RUN', 'FAST_COMPILE') or a pytensor Mode; got {compile_mode!r}."
+        )
+    try:
+        get_mode(compile_mode)
+    except ValueError:
+        from pytensor.compile.mode import predefined_modes
+
+        names = sorted({*predefined_modes, "FAST_RUN"})
+        raise ValueError(
+            f"compile_mode must name a PyTensor mode, one of {names} (or be a pytensor "
+            f"Mode); got {compile_mode!r}."
+        ) from None
+    module = _BACKEND_MODULES.get(compile_mode.upper())
+    if module is not None:
+        from importlib.util import find_spec
+
+        if find_spec(module) is None:
+            raise ValueError(
+                f"compile_mode={compile_mode!r} needs the {module!r} package, which is not "
+                "installed; install it or choose another mode (e.g. 'CVM' or 'NUMBA')."
+            )
 
 
 def _array_input_iv(model, score, batched, var_names, coords, sample_dims, need_score):
@@ -110,10 +160,12 @@ class PendingInput:
 
 
 def read_input(data, model=None, *, score=None, batched=True, group="posterior",
-               var_names=None, coords=None, sample_dims=None, space=None, need_score=True):
+               var_names=None, coords=None, sample_dims=None, space=None, need_score=True,
+               compile_mode=None):
     """Validate every input argument and read the draws; no score is evaluated.
 
-    Parameters are those of :func:`steindiag.ksd`. ``need_score=False``: the caller
+    Parameters are those of :func:`steindiag.ksd` (``compile_mode``: the PyTensor mode
+    of a model's graphs, checked by :func:`check_compile_mode`). ``need_score=False``: the caller
     uses the draws only (``mmd``), so no score source is required.
 
     Returns
@@ -122,15 +174,17 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         Its ``with_scores()`` evaluates the scores and returns the ``SteinInput``.
     """
     check_space(space, model)
+    check_compile_mode(compile_mode, model)
     if not isinstance(batched, (bool, np.bool_)):
         raise TypeError(f"batched must be True or False; got {batched!r}.")
+    data = as_trace(data, model)
     if is_labelled(data):
         from steindiag.inputs._trace import read_trace
 
         pending = read_trace(
             data, model, score=score, batched=batched, group=group, var_names=var_names,
             coords=coords, sample_dims=("chain", "draw") if sample_dims is None else sample_dims,
-            space=space, need_score=need_score,
+            space=space, need_score=need_score, compile_mode=compile_mode,
         )
         draws, chain, draw = pending.draws, pending.chain, pending.draw
         as_draws_array(draws, "data")
@@ -161,7 +215,8 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
 
 
 def prepare_input(data, model=None, *, score=None, batched=True, group="posterior",
-                  var_names=None, coords=None, sample_dims=None, space=None):
+                  var_names=None, coords=None, sample_dims=None, space=None,
+                  compile_mode=None):
     """Turn any supported ``data`` + score source into a validated ``SteinInput``.
 
     ``read_input(...).with_scores()``: for callers with no check of their own between
@@ -169,7 +224,7 @@ def prepare_input(data, model=None, *, score=None, batched=True, group="posterio
     """
     return read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     ).with_scores()
 
 

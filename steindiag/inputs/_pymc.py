@@ -117,11 +117,24 @@ def model_layout(model):
         if not str(rv.type.dtype).startswith(("float", "complex"))
     ]
     if discrete:
+        continuous = [rv.name for rv in model.free_RVs
+                      if str(rv.type.dtype).startswith(("float", "complex"))]
+        if continuous:
+            instead = (
+                "or leave model= out and pass the score of the continuous variables' "
+                "marginal density (the discrete ones summed out) at their stored values: "
+                f"steindiag.ksd(idata, score=f, var_names={continuous!r}, "
+                "space='constrained'), with f mapping an (n, d) batch of those values to "
+                "grad log p (every function of steindiag takes the same arguments)."
+            )
+        else:
+            instead = "the model has no continuous free variable for KSD to diagnose."
         raise ValueError(
             "model has discrete free variables: " + ", ".join(discrete) + ". KSD needs the "
-            "score grad log p on R^d, which a discrete parameter does not have; marginalise "
-            "them out (e.g. pymc_extras.marginalize) or pass score= for a continuous "
-            "reparametrisation."
+            "score grad log p on R^d, which a discrete parameter does not have, so model= "
+            "cannot be used, not even with score= (the model's draws would include them). "
+            "Marginalise them out (e.g. pymc_extras.marginalize) and pass that model, "
+            + instead
         )
     if not model.free_RVs:
         raise ValueError("model has no free random variables: there is nothing to diagnose.")
@@ -560,6 +573,9 @@ def _data_value(variable):
 
 
 def _same_values(model_value, trace_value):
+    if model_value.ndim == 0 and trace_value.shape == (1,):
+        # ArviZ 0.x stores a scalar observation (observed=13) with shape (1,).
+        trace_value = trace_value.reshape(())
     if model_value.shape != trace_value.shape:
         return False, f"shape {model_value.shape} in the model, {trace_value.shape} in the trace"
     try:

@@ -22,7 +22,7 @@ from steindiag._types import SteinInput
 from steindiag._validate import warn_if_low_precision
 from steindiag.inputs._labels import element_labels, variable_labels
 
-__all__ = ["prepare_trace", "read_trace", "TraceDraws"]
+__all__ = ["prepare_trace", "read_trace", "TraceDraws", "as_trace", "is_multitrace"]
 
 # group -> (group of stored unconstrained values, group of sampler statistics)
 _COMPANION_GROUPS = {
@@ -70,6 +70,43 @@ def _get_group(data, name):
     if kind == "inferencedata":
         return getattr(data, name) if name in data.groups() else None
     return None
+
+
+def is_multitrace(data):
+    """True for a PyMC ``MultiTrace`` (``pm.sample(return_inferencedata=False)``)."""
+    module = type(data).__module__ or ""
+    return module.startswith("pymc") and type(data).__name__ == "MultiTrace"
+
+
+def as_trace(data, model=None):
+    """A PyMC ``MultiTrace`` converted as ``pm.to_inference_data`` does; other data as is.
+
+    ``pm.sample(return_inferencedata=False)`` returns a MultiTrace (PyMC 5 and 6); it is
+    converted with the model that sampled it (the trace keeps a reference to it), else
+    with ``model``. The result is what ``pm.sample`` returns by default: an
+    ``arviz.InferenceData`` (PyMC 5) or an ``xarray.DataTree`` (PyMC 6).
+    """
+    if not is_multitrace(data):
+        return data
+    import pymc as pm
+
+    straces = getattr(data, "_straces", None) or {}
+    own = getattr(next(iter(straces.values()), None), "model", None)
+    source = own if own is not None else model
+    if source is None:
+        raise TypeError(
+            "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) that does not "
+            "say which model sampled it: pass model=, or convert it first with "
+            "pm.to_inference_data(trace, model=model)."
+        )
+    try:
+        return pm.to_inference_data(data, model=source)
+    except Exception as err:  # noqa: BLE001 - any failure of PyMC's own conversion
+        raise TypeError(
+            "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) and "
+            f"pm.to_inference_data could not convert it ({type(err).__name__}: {err}); "
+            "convert it yourself and pass the InferenceData / DataTree."
+        ) from err
 
 
 # --------------------------------------------------------------------------------------
@@ -140,6 +177,15 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
             "sample_dims must be (chain_dim, draw_dim) or (draw_dim,), distinct strings; "
             f"got {sample_dims!r}."
         )
+    for dim in sample_dims:
+        if coords and dim in coords and _picks_one(coords[dim]):
+            value = coords[dim]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise ValueError(
+                f"coords={{{dim!r}: {value!r}}} selects a single {dim} and so drops the "
+                f"{dim!r} dimension, which the draws need; pass a list to keep it: "
+                f"coords={{{dim!r}: [{value!r}]}}."
+            )
     if chunk_size is not None and (
         isinstance(chunk_size, (bool, np.bool_))
         or not isinstance(chunk_size, numbers.Integral)
@@ -154,6 +200,50 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
             f"pytensor Mode) or None; got {compile_mode!r}."
         )
     return var_names, dict(coords) if coords else None, tuple(sample_dims)
+
+
+def _picks_one(value):
+    """Whether a ``.sel`` indexer picks one value and drops its dimension (a scalar)."""
+    return not isinstance(value, slice) and np.ndim(value) == 0
+
+
+def _check_model_selection(model, posterior, coords, sample_dims, what):
+    """With a model, ``coords`` must keep every element of every free variable.
+
+    A selection along a dim of a free variable (``{"school": "Choate"}``) leaves the
+    draws without some of the model's coordinates; refuse it here, saying what the
+    selection did, rather than as a mismatch between model and trace later.
+    """
+    free = {rv.name for rv in model.free_RVs}
+    free |= {model.rvs_to_values[rv].name for rv in model.free_RVs}
+    for dim, value in coords.items():
+        if dim in sample_dims or dim not in posterior.dims:
+            continue
+        hit = [name for name in posterior.data_vars
+               if name in free and dim in posterior[name].dims]
+        if not hit:
+            continue
+        size = posterior.sizes[dim]
+        if _picks_one(value):
+            did = (f"picks one of the {size} values of {dim!r} and drops the dimension")
+        else:
+            try:
+                kept = posterior[[hit[0]]].sel({dim: value})
+            except (KeyError, ValueError, IndexError, TypeError):
+                continue  # not selectable at all: _select says why
+            have = _coordinate(posterior, dim)
+            if kept.sizes[dim] == size and np.array_equal(_coordinate(kept, dim), have):
+                continue  # keeps every value in order: no change
+            did = f"keeps {kept.sizes[dim]} of the {size} values of {dim!r}"
+        raise ValueError(
+            f"coords={{{dim!r}: {value!r}}} {did} in {what}, a dimension of the model's "
+            f"free variable(s) {hit}. With model=, the score is grad log p of all free "
+            "variables together, so the draws must keep every element of each: coords can "
+            f"select along {list(sample_dims)} only (e.g. coords={{'draw': slice(100, "
+            "None)}}). This is not a mismatch between the model and the trace. For a "
+            "subset of the parameters, pass the score of their marginal density as score= "
+            "without model (and var_names=)."
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -807,6 +897,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             raise ValueError(
                 f"data has no group {group!r}; its groups are {_group_names(data)}."
             )
+    if model is not None and coords:
+        _check_model_selection(model, posterior, coords, sample_dims, group_label)
     posterior = _select(posterior, coords, group_label, strict=True)
     posterior, pair = _with_sample_dims(posterior, sample_dims, group_label)
     chain, draw = _coordinate(posterior, pair[0]), _coordinate(posterior, pair[1])
@@ -833,7 +925,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
             flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),
                                       chunk_size=chunk_size, mode=mode)
-            attrs["pytensor_mode"] = mode
+            attrs["pytensor_mode"] = mode if isinstance(mode, str) else str(mode)
             return flat.reshape(draws.shape), "pymc"
     else:
         nutpie_draw, nutpie_gradient = None, None
@@ -879,6 +971,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                                     batched=batched, chunk_size=chunk_size)
         _where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
+    if group_label.startswith("group"):
+        attrs["group"] = group   # which group of the trace the draws are
     return TraceDraws(
         draws=np.ascontiguousarray(draws, dtype=np.float64),
         chain=chain,

@@ -16,19 +16,23 @@ Dispatch. A loop over pairs must not test the kernel on every pair (the branch,
 or a ``pow`` if-converted onto every SIMD lane, would cost several times the pair).
 The Numba layer receives the kernel as a *kind token*, the tuple ``(0,) * (kind + 1)``
 (``kind_token``), and a float64 parameter array. Each kernel's token has its own Numba
-type, so every pass is compiled once per kernel (and cached) with the kind a
-compile-time constant (``len(token) - 1``): the branches of the other kernels are
-removed, and the IMQ passes compile to the same machine code as an IMQ-only engine.
-Within one kernel, the dispatchers below branch once per block (the IMQ's beta = -1/2
-case, a square root instead of a ``pow`` call) and run a loop of its own for each
-case: ``inline="always"`` functions called with a literal ``variant``, a constant after
-inlining.
+type, so every pass is compiled once per kernel (and cached). The dispatchers below
+(``block_stein_sum``, ``block_stein_values``, ``block_base_sum``, ``stein_pair``) are
+Numba overloads that read the kind from the token's type when the caller is typed and
+return the code of that kernel only; within the IMQ they branch once per block on
+beta = -1/2 (a square root instead of a ``pow`` call) and run a loop of its own for
+each case. ``stein_value`` and ``base_value`` take the loop's ``variant`` as a literal
+and likewise compile one formula. So a pass compiles one kernel's loops (two for the
+IMQ), not all of them: the first call in a fresh process compiles several times less.
 
 Nothing here imports xarray, PyMC or matplotlib, and nothing validates input.
 """
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.core.errors import TypingError
+from numba.extending import overload
 
 __all__ = [
     "IMQ", "GAUSSIAN", "MATERN32", "MATERN52", "N_PARAMS", "kind_token",
@@ -84,14 +88,29 @@ def _q_powers(qdist, c2, beta, half):
     return (c2 + qdist) ** beta, inv_q
 
 
-@nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
-def stein_value(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1=0.0, c0=0.0):
-    """k_p of one pair of the kernel ``variant`` (a constant after inlining).
+def _literal_variant(variant, name):
+    """The int value of a literal ``variant`` argument (typing time), or a TypingError."""
+    if isinstance(variant, types.IntegerLiteral):
+        return variant.literal_value
+    raise TypingError(f"{name}: variant must be a compile-time constant, got {variant}.")
+
+
+def _token_kind(token):
+    """The kernel kind from the Numba type of a kind token ``(0,) * (kind + 1)``."""
+    if isinstance(token, types.UniTuple):
+        return token.count - 1
+    if isinstance(token, types.Tuple) and len(token) > 0:
+        return len(token) - 1
+    raise TypingError(f"kind must be a kind token (see kind_token), got {token}.")
+
+
+def stein_value(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+    """k_p of one pair of the kernel ``variant`` (a literal: compiled code only).
 
     With r = sqrt(t), the k_p of each kernel, f'' and f' written out:
 
     - IMQ: -4 beta (beta-1) q^(beta-2) a2 - 2 beta q^(beta-1) (tr A + uads) + q^beta ss,
-      q = c^2 + t.
+      q = c^2 + t; c1 = -4 beta (beta - 1) and c0 = -2 beta (unused by the others).
     - Gaussian: e^(-t/2) [-a2 + tr A + uads + ss]   (f' = -f/2, f'' = f/4).
     - Matern 3/2: e^(-sqrt3 r) [-3 sqrt3 a2 / r + 3 (tr A + uads) + (1 + sqrt3 r) ss]
       (f' = -3/2 e^(-sqrt3 r), f'' = 3 sqrt3 / (4 r) e^(-sqrt3 r)). a2 <= lambda_max(A) t
@@ -101,42 +120,69 @@ def stein_value(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1=0.0, c0=
       + (1 + sqrt5 r + 5 t / 3) ss]   (f' = -5/6 (1 + sqrt5 r) e^(-sqrt5 r),
       f'' = 25/12 e^(-sqrt5 r)).
     """
-    if variant == _IMQ_SQRT:
-        q_beta, inv_q = _q_powers(qdist, c2, beta, True)
-        return stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a)
-    elif variant == IMQ:
-        q_beta, inv_q = _q_powers(qdist, c2, beta, False)
-        return stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a)
-    elif variant == GAUSSIAN:
-        return np.exp(-0.5 * qdist) * (trace_a + uads + ss - a2dist)
-    elif variant == MATERN32:
-        r = np.sqrt(qdist)
-        a2_over_r = min(a2dist, trace_a * qdist) / max(r, _TINY)
-        return np.exp(-_SQRT3 * r) * (3.0 * (trace_a + uads) + (1.0 + _SQRT3 * r) * ss
-                                      - 3.0 * _SQRT3 * a2_over_r)
-    else:
-        r = np.sqrt(qdist)
-        s5r = _SQRT5 * r
-        return np.exp(-s5r) * ((5.0 / 3.0) * (1.0 + s5r) * (trace_a + uads)
-                               + (1.0 + s5r + (5.0 / 3.0) * qdist) * ss
-                               - (25.0 / 3.0) * a2dist)
+    raise NotImplementedError("stein_value runs in compiled code only.")
 
 
-@nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
+@overload(stein_value, prefer_literal=True, inline="always")
+def _stein_value_overload(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+    value = _literal_variant(variant, "stein_value")
+    if value == _IMQ_SQRT:
+        def imq_sqrt(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+            q_beta, inv_q = _q_powers(qdist, c2, beta, True)
+            return stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a)
+        return imq_sqrt
+    if value == IMQ:
+        def imq(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+            q_beta, inv_q = _q_powers(qdist, c2, beta, False)
+            return stein_combine(q_beta, inv_q, a2dist, uads, ss, c1, c0, trace_a)
+        return imq
+    if value == GAUSSIAN:
+        def gaussian(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+            return np.exp(-0.5 * qdist) * (trace_a + uads + ss - a2dist)
+        return gaussian
+    if value == MATERN32:
+        def matern32(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+            r = np.sqrt(qdist)
+            a2_over_r = min(a2dist, trace_a * qdist) / max(r, _TINY)
+            return np.exp(-_SQRT3 * r) * (3.0 * (trace_a + uads) + (1.0 + _SQRT3 * r) * ss
+                                          - 3.0 * _SQRT3 * a2_over_r)
+        return matern32
+    if value == MATERN52:
+        def matern52(variant, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0):
+            r = np.sqrt(qdist)
+            s5r = _SQRT5 * r
+            return np.exp(-s5r) * ((5.0 / 3.0) * (1.0 + s5r) * (trace_a + uads)
+                                   + (1.0 + s5r + (5.0 / 3.0) * qdist) * ss
+                                   - (25.0 / 3.0) * a2dist)
+        return matern52
+    raise TypingError(f"stein_value: unknown kernel variant {value}.")
+
+
 def base_value(variant, qdist, c2, beta):
-    """The base kernel f(t) of ``variant`` at t = qdist."""
-    if variant == _IMQ_SQRT:
-        return np.sqrt(1.0 / (c2 + qdist))
-    elif variant == IMQ:
-        return (c2 + qdist) ** beta
-    elif variant == GAUSSIAN:
-        return np.exp(-0.5 * qdist)
-    elif variant == MATERN32:
-        r = np.sqrt(qdist)
-        return (1.0 + _SQRT3 * r) * np.exp(-_SQRT3 * r)
-    else:
-        r = np.sqrt(qdist)
-        return (1.0 + _SQRT5 * r + (5.0 / 3.0) * qdist) * np.exp(-_SQRT5 * r)
+    """The base kernel f(t) of ``variant`` (a literal) at t = qdist (compiled code only)."""
+    raise NotImplementedError("base_value runs in compiled code only.")
+
+
+@overload(base_value, prefer_literal=True, inline="always")
+def _base_value_overload(variant, qdist, c2, beta):
+    value = _literal_variant(variant, "base_value")
+    if value == _IMQ_SQRT:
+        return lambda variant, qdist, c2, beta: np.sqrt(1.0 / (c2 + qdist))
+    if value == IMQ:
+        return lambda variant, qdist, c2, beta: (c2 + qdist) ** beta
+    if value == GAUSSIAN:
+        return lambda variant, qdist, c2, beta: np.exp(-0.5 * qdist)
+    if value == MATERN32:
+        def matern32(variant, qdist, c2, beta):
+            r = np.sqrt(qdist)
+            return (1.0 + _SQRT3 * r) * np.exp(-_SQRT3 * r)
+        return matern32
+    if value == MATERN52:
+        def matern52(variant, qdist, c2, beta):
+            r = np.sqrt(qdist)
+            return (1.0 + _SQRT5 * r + (5.0 / 3.0) * qdist) * np.exp(-_SQRT5 * r)
+        return matern52
+    raise TypingError(f"base_value: unknown kernel variant {value}.")
 
 
 @nb.njit(cache=True, inline="always")
@@ -160,15 +206,6 @@ def kernel_constants(token, params):
     return 1.0, -0.5
 
 
-@nb.njit(cache=True, inline="always")
-def _variant(token, beta):
-    """The loop to run: the kind, or the IMQ-with-beta = -1/2 variant (one branch per block)."""
-    kind = len(token) - 1
-    if kind == IMQ and beta == -0.5:
-        return _IMQ_SQRT
-    return kind
-
-
 @nb.njit(cache=True)
 def profile_at_zero(token, params):
     """(f(0), f'(0)): k_p(x, x) = -2 f'(0) tr A + f(0) |s(x)|^2."""
@@ -184,22 +221,34 @@ def profile_at_zero(token, params):
     return 1.0, -5.0 / 6.0
 
 
-@nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy")
 def stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a):
-    """k_p of one pair (scalar dispatch: for code outside the hot loops)."""
-    c2, beta = kernel_constants(kind, params)
-    variant = _variant(kind, beta)
-    c1 = -4.0 * beta * (beta - 1.0)
-    c0 = -2.0 * beta
-    if variant == _IMQ_SQRT:
-        return stein_value(_IMQ_SQRT, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
-    elif variant == IMQ:
-        return stein_value(IMQ, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
-    elif variant == GAUSSIAN:
-        return stein_value(GAUSSIAN, qdist, a2dist, uads, ss, c2, beta, trace_a)
-    elif variant == MATERN32:
-        return stein_value(MATERN32, qdist, a2dist, uads, ss, c2, beta, trace_a)
-    return stein_value(MATERN52, qdist, a2dist, uads, ss, c2, beta, trace_a)
+    """k_p of one pair (scalar dispatch: for code outside the hot loops; compiled only)."""
+    raise NotImplementedError("stein_pair runs in compiled code only.")
+
+
+@overload(stein_pair, inline="always")
+def _stein_pair_overload(kind, params, qdist, a2dist, uads, ss, trace_a):
+    value = _token_kind(kind)
+    if value == IMQ:
+        def imq(kind, params, qdist, a2dist, uads, ss, trace_a):
+            c2 = params[0]
+            beta = params[1]
+            c1 = -4.0 * beta * (beta - 1.0)
+            c0 = -2.0 * beta
+            if beta == -0.5:
+                return stein_value(_IMQ_SQRT, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
+            return stein_value(IMQ, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
+        return imq
+    if value == GAUSSIAN:
+        return lambda kind, params, qdist, a2dist, uads, ss, trace_a: stein_value(
+            GAUSSIAN, qdist, a2dist, uads, ss, 1.0, -0.5, trace_a, 0.0, 0.0)
+    if value == MATERN32:
+        return lambda kind, params, qdist, a2dist, uads, ss, trace_a: stein_value(
+            MATERN32, qdist, a2dist, uads, ss, 0.0, -0.5, trace_a, 0.0, 0.0)
+    if value == MATERN52:
+        return lambda kind, params, qdist, a2dist, uads, ss, trace_a: stein_value(
+            MATERN52, qdist, a2dist, uads, ss, 1.0, -0.5, trace_a, 0.0, 0.0)
+    raise TypingError(f"stein_pair: unknown kernel kind {value}.")
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
@@ -213,22 +262,34 @@ def _sum_loop(variant, qdist, a2dist, uads, ss, nj, c2, beta, trace_a):
     return total
 
 
-@nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
 def block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
     """sum_m k_p over one block of pairs (one specialised, vectorised loop per kernel).
 
     ``kind`` is the kind token, ``c2, beta = kernel_constants(kind, params)``.
+    Compiled code only.
     """
-    variant = _variant(kind, beta)
-    if variant == _IMQ_SQRT:
-        return _sum_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
-    elif variant == IMQ:
-        return _sum_loop(IMQ, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
-    elif variant == GAUSSIAN:
-        return _sum_loop(GAUSSIAN, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
-    elif variant == MATERN32:
-        return _sum_loop(MATERN32, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
-    return _sum_loop(MATERN52, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+    raise NotImplementedError("block_stein_sum runs in compiled code only.")
+
+
+@overload(block_stein_sum, inline="always")
+def _block_stein_sum_overload(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
+    value = _token_kind(kind)
+    if value == IMQ:
+        def imq(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
+            if beta == -0.5:
+                return _sum_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+            return _sum_loop(IMQ, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+        return imq
+    if value == GAUSSIAN:
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a: _sum_loop(
+            GAUSSIAN, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+    if value == MATERN32:
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a: _sum_loop(
+            MATERN32, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+    if value == MATERN52:
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a: _sum_loop(
+            MATERN52, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
+    raise TypingError(f"block_stein_sum: unknown kernel kind {value}.")
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
@@ -240,23 +301,37 @@ def _values_loop(variant, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor
                                       trace_a, c1, c0)
 
 
-@nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
 def block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out):
     """out[m] = factor * k_p for each pair of one block (one loop per kernel).
 
     ``kind`` is the kind token, ``c2, beta = kernel_constants(kind, params)``.
+    Compiled code only.
     """
-    variant = _variant(kind, beta)
-    if variant == _IMQ_SQRT:
-        _values_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
-    elif variant == IMQ:
-        _values_loop(IMQ, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
-    elif variant == GAUSSIAN:
-        _values_loop(GAUSSIAN, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
-    elif variant == MATERN32:
-        _values_loop(MATERN32, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
-    else:
-        _values_loop(MATERN52, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
+    raise NotImplementedError("block_stein_values runs in compiled code only.")
+
+
+@overload(block_stein_values, inline="always")
+def _block_stein_values_overload(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor,
+                                 out):
+    value = _token_kind(kind)
+    if value == IMQ:
+        def imq(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out):
+            if beta == -0.5:
+                _values_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor,
+                             out)
+            else:
+                _values_loop(IMQ, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out)
+        return imq
+    if value == GAUSSIAN:
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out: (
+            _values_loop(GAUSSIAN, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out))
+    if value == MATERN32:
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out: (
+            _values_loop(MATERN32, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out))
+    if value == MATERN52:
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out: (
+            _values_loop(MATERN52, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out))
+    raise TypingError(f"block_stein_values: unknown kernel kind {value}.")
 
 
 @nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
@@ -267,19 +342,28 @@ def _base_loop(variant, qdist, nj, c2, beta):
     return total
 
 
-@nb.njit(cache=True, fastmath=FAST_SUM, error_model="numpy", inline="always")
 def block_base_sum(kind, c2, beta, qdist, nj):
     """sum_m f(qdist[m]): the base kernel over one block of pairs (one loop per kernel).
 
     ``kind`` is the kind token, ``c2, beta = kernel_constants(kind, params)``.
+    Compiled code only.
     """
-    variant = _variant(kind, beta)
-    if variant == _IMQ_SQRT:
-        return _base_loop(_IMQ_SQRT, qdist, nj, c2, beta)
-    elif variant == IMQ:
-        return _base_loop(IMQ, qdist, nj, c2, beta)
-    elif variant == GAUSSIAN:
-        return _base_loop(GAUSSIAN, qdist, nj, c2, beta)
-    elif variant == MATERN32:
-        return _base_loop(MATERN32, qdist, nj, c2, beta)
-    return _base_loop(MATERN52, qdist, nj, c2, beta)
+    raise NotImplementedError("block_base_sum runs in compiled code only.")
+
+
+@overload(block_base_sum, inline="always")
+def _block_base_sum_overload(kind, c2, beta, qdist, nj):
+    value = _token_kind(kind)
+    if value == IMQ:
+        def imq(kind, c2, beta, qdist, nj):
+            if beta == -0.5:
+                return _base_loop(_IMQ_SQRT, qdist, nj, c2, beta)
+            return _base_loop(IMQ, qdist, nj, c2, beta)
+        return imq
+    if value == GAUSSIAN:
+        return lambda kind, c2, beta, qdist, nj: _base_loop(GAUSSIAN, qdist, nj, c2, beta)
+    if value == MATERN32:
+        return lambda kind, c2, beta, qdist, nj: _base_loop(MATERN32, qdist, nj, c2, beta)
+    if value == MATERN52:
+        return lambda kind, c2, beta, qdist, nj: _base_loop(MATERN52, qdist, nj, c2, beta)
+    raise TypingError(f"block_base_sum: unknown kernel kind {value}.")

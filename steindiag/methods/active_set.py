@@ -95,23 +95,34 @@ def _price_matrix_free(draws_t, scores_t, a, isotropic, kind, params, trace_a, s
     d = draws_t.shape[1]
     n_chunks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
     for chunk in nb.prange(n_chunks):
-        qdist = np.empty(_ROW_BLOCK)
-        a2dist = np.empty(_ROW_BLOCK)
-        uads = np.empty(_ROW_BLOCK)
-        ss = np.empty(_ROW_BLOCK)
-        values = np.empty(_ROW_BLOCK)
-        x_i = np.empty(d)
-        s_i = np.empty(d)
-        j0 = chunk * _ROW_BLOCK
-        nj = min(_ROW_BLOCK, n - j0)
+        _price_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, support, z,
+                     k, out, np.int64(chunk))
+
+
+# The prange body as a plain function: parallel compilation of a large body costs seconds.
+@nb.njit(cache=True)
+def _price_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, support, z, k,
+                 out, chunk):
+    """Points ``chunk * _ROW_BLOCK ...`` of ``_price_matrix_free``."""
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    qdist = np.empty(_ROW_BLOCK)
+    a2dist = np.empty(_ROW_BLOCK)
+    uads = np.empty(_ROW_BLOCK)
+    ss = np.empty(_ROW_BLOCK)
+    values = np.empty(_ROW_BLOCK)
+    x_i = np.empty(d)
+    s_i = np.empty(d)
+    j0 = chunk * _ROW_BLOCK
+    nj = min(_ROW_BLOCK, n - j0)
+    for m in range(nj):
+        out[j0 + m] = 0.0
+    for t in range(k):
+        _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, support[t], j0,
+                   nj, x_i, s_i, qdist, a2dist, uads, ss, values)
+        weight = z[t] / scale
         for m in range(nj):
-            out[j0 + m] = 0.0
-        for t in range(k):
-            _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, support[t], j0,
-                       nj, x_i, s_i, qdist, a2dist, uads, ss, values)
-            weight = z[t] / scale
-            for m in range(nj):
-                out[j0 + m] += weight * values[m]
+            out[j0 + m] += weight * values[m]
 
 
 @nb.njit(cache=True)
@@ -287,7 +298,9 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
     priced = np.empty(n)
     candidates = np.empty(n_candidates, dtype=np.int64)
     block = np.empty(_BLOCK_MAX, dtype=np.int64)
-    k = 0
+    # np.int64, not 0: a literal 0 would be typed Literal[int](0) at first and every
+    # function called with k compiled twice (once for that literal type).
+    k = np.int64(0)
     sum_z = 0.0
     iterations = 0
     converged = False

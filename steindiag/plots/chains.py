@@ -64,10 +64,13 @@ def plot_ksd_chains(result, *, coords=None, visuals=None, ax=None, figsize=None,
     Notes
     -----
     Rows are the chains (top to bottom) and, last, all chains pooled; the x axis is
-    logarithmic. The number next to each row is KSD / floor: about 1 for exact
-    independent draws, a few for a well-mixing but autocorrelated chain, and much larger
-    for a chain that is stuck or biased. A chain far to the right of the others is the
-    one to inspect. The pooled floor is lower than the chains' floors by about
+    logarithmic. The number next to each row is KSD / floor, a description, not a
+    verdict: exact independent draws give about 1 and an autocorrelated chain a steady
+    factor above 1, but the floor, sqrt(mean_i k_p(x_i, x_i) / N), is computed at the
+    draws, so draws far from the target raise their own floor (prior draws of eight
+    schools scored against its posterior give about 1.0 to 1.5). A chain far to the
+    right of the others is the one to inspect; whether the draws fit is for
+    :func:`steindiag.diagnose` to say. The pooled floor is lower than the chains' floors by about
     sqrt(number of chains), because it uses all draws.
 
     Examples

@@ -18,6 +18,7 @@ from steindiag.plots._common import (
 _PLOT_KSD_VISUALS = ("ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled", "guide", "legend")
 _KSD_LABEL = "KSD (square root of the V-statistic)"
 _GUIDE_LABEL = "slope \u22121/2"
+_FLOOR_LABEL = "i.i.d. floor, each chain"
 
 
 def _slope_guide(n, ksd_pooled):
@@ -54,7 +55,7 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
 
         * ``"ksd"``: one line per chain (coloured by chain);
         * ``"ksd_pooled"``: all chains pooled (thick, black);
-        * ``"ksd_iid"``: each chain's i.i.d. floor (thin, grey, dashed);
+        * ``"ksd_iid"``: each chain's i.i.d. floor (thin, dashed, in the chain's colour);
         * ``"ksd_iid_pooled"``: the pooled i.i.d. floor (black, dotted);
         * ``"guide"``: a slope -1/2 line through the pooled curve at about n_max / 100;
         * ``"legend"``: the legend.
@@ -87,7 +88,9 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
     autocorrelation); a curve that flattens while the floor keeps falling has stalled on
     a biased answer; one chain far above the others is the chain to inspect (see
     :func:`plot_ksd_chains`). Compare each curve with the floor of the same n, never
-    with zero.
+    with zero. The floor is computed at the draws themselves: draws far from the target
+    have large scores and raise their own floor, so a curve near its floor describes the
+    draws but does not show that they fit; for a verdict use :func:`steindiag.diagnose`.
 
     Examples
     --------
@@ -147,11 +150,13 @@ def _plot_ksd_matplotlib(path, visuals, ax, figsize, show):
         line, = ax.plot(n, path["ksd_iid_pooled"].values, **kw_iid_pooled)
         line.set_gid("ksd_iid_pooled")
     kw_iid = _visual_kwargs(visuals, "ksd_iid", {
-        "color": "0.55", "linestyle": "--", "linewidth": 0.9, "zorder": 2.0})
+        "linestyle": "--", "linewidth": 0.9, "zorder": 2.0})
     if kw_iid is not None:
+        # Each chain's floor in its chain's colour (the curve it is compared with).
         for i, chain in enumerate(chains):
             line, = ax.plot(n, path["ksd_iid"].values[i], **{
-                "label": "i.i.d. floor, each chain" if i == 0 else "_nolegend_", **kw_iid})
+                "color": f"C{i % 10}", "label": _FLOOR_LABEL if i == 0 else "_nolegend_",
+                **kw_iid})
             line.set_gid(f"ksd_iid[{chain}]")
     kw_guide = _visual_kwargs(visuals, "guide", {
         "color": "0.35", "linestyle": "-.", "linewidth": 1.0, "zorder": 2.0,
@@ -169,10 +174,23 @@ def _plot_ksd_matplotlib(path, visuals, ax, figsize, show):
     kw_legend = _visual_kwargs(visuals, "legend", {"fontsize": "small", "frameon": False,
                                                    **legend_place})
     if kw_legend is not None:
-        ax.legend(**kw_legend)
+        handles, labels = ax.get_legend_handles_labels()
+        if kw_iid is not None:
+            # The floors share a style, not a colour: a neutral entry stands for them all.
+            handles = [_neutral_entry(handle, kw_iid) if label == _FLOOR_LABEL else handle
+                       for handle, label in zip(handles, labels)]
+        ax.legend(handles, labels, **kw_legend)
     if show:
         plt.show()
     return fig
+
+
+def _neutral_entry(line, kw_iid):
+    """Legend handle (not drawn in the axes) with ``line``'s style, grey unless coloured."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=kw_iid.get("color", "0.55"), linestyle=line.get_linestyle(),
+                  linewidth=line.get_linewidth(), alpha=line.get_alpha())
 
 
 def _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs):
@@ -191,9 +209,9 @@ def _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs):
     n = path["n"]
     no_aes = set(pc.aes_set)
 
-    kw = _visual_kwargs(visuals, "ksd_iid", {"color": "B2", "linestyle": "C1", "width": 0.9})
+    kw = _visual_kwargs(visuals, "ksd_iid", {"linestyle": "C1", "width": 0.9})
     if kw is not None:
-        # One line per chain (the chain aesthetic loops), all in the neutral floor colour.
+        # One line per chain, each in its chain's colour (the chain aesthetic).
         pc.map(line_xy, "ksd_iid", data=path["ksd_iid"], x=n, **kw)
     kw = _visual_kwargs(visuals, "ksd", {"width": 1.4})
     if kw is not None:
@@ -235,7 +253,7 @@ def _reference_legend(pc, visuals):
         ("ksd_pooled", "pooled (all chains)", {"color": "B1", "width": 2.4}),
         ("ksd_iid_pooled", "i.i.d. floor, pooled",
          {"color": "B1", "linestyle": "C2", "width": 1.4}),
-        ("ksd_iid", "i.i.d. floor, each chain", {"color": "B2", "linestyle": "C1", "width": 0.9}),
+        ("ksd_iid", _FLOOR_LABEL, {"color": "B2", "linestyle": "C1", "width": 0.9}),
         ("guide", _GUIDE_LABEL, {"color": "B2", "linestyle": "C3", "width": 1.0}),
     ]
     kwarg_list, label_list = [], []

@@ -1,0 +1,138 @@
+"""Exact and Nyström KSD side by side: time, value, relative error vs m, peak memory.
+
+Runs each measurement in a fresh subprocess (peak memory = ru_maxrss of that process,
+minus nothing: the draws and scores are part of it) and writes
+benchmarks/results/nystrom.md. The machine is shared (2 cores, other engineers' jobs):
+times are medians of ``--repeat`` runs and vary by tens of percent.
+
+    PYTHONPATH=$PWD python benchmarks/bench_nystrom.py accuracy   # N = 20,000, exact vs m
+    PYTHONPATH=$PWD python benchmarks/bench_nystrom.py large      # N = 10^6 and 10^7, d = 10
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _ar1(rng, n_chain, n_draw, d, rho):
+    x = np.empty((n_chain, n_draw, d))
+    x[:, 0] = rng.standard_normal((n_chain, d))
+    scale = np.sqrt(1.0 - rho**2)
+    for t in range(1, n_draw):
+        x[:, t] = rho * x[:, t - 1] + scale * rng.standard_normal((n_chain, d))
+    return x
+
+
+def sample(case, n_total, d, seed, n_chain=4):
+    """Draws of N(0, I_d) targets: exact ("iid"), AR(1) chains rho = 0.7, or shifted by 0.3."""
+    rng = np.random.default_rng(seed)
+    n_draw = n_total // n_chain
+    if case == "iid":
+        return rng.standard_normal((n_chain, n_draw, d))
+    if case == "ar1":
+        return _ar1(rng, n_chain, n_draw, d, 0.7)
+    if case == "biased":
+        return rng.standard_normal((n_chain, n_draw, d)) + 0.3
+    raise ValueError(case)
+
+
+def _child(spec):
+    """One measurement in this process; prints a JSON line."""
+    import steindiag
+
+    x = sample(spec["case"], spec["n"], spec["d"], spec["seed"])
+    score = -x
+    kwargs = {"estimator": spec["estimator"]}
+    if spec["estimator"] == "nystrom":
+        kwargs.update(rng=spec["seed"] + 1, n_landmarks=spec.get("m"))
+    # Warm up the compiled code on a small problem (compile time is not the estimator's).
+    small = x[:, :64]
+    if spec["what"] == "ksd":
+        steindiag.ksd(small, score=-small, **{**kwargs, "n_landmarks": None} if
+                      spec["estimator"] == "nystrom" else kwargs)
+    else:
+        steindiag.ksd_test(small, score=-small, n_bootstrap=10, **{**kwargs, "n_landmarks": 32}
+                           if spec["estimator"] == "nystrom" else kwargs)
+    # This machine's matrix-product speed right now (shared, loaded): the yardstick for
+    # the times below (the features cost 2 N m r flops in such products).
+    a, b = np.random.rand(500, 500), np.random.rand(500, 4096)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        a @ b
+    gemm_gflops = 5 * 2 * 500 * 500 * 4096 / (time.perf_counter() - t0) / 1e9
+    del a, b
+    load_before = os.getloadavg()[0]
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    if spec["what"] == "ksd":
+        res = steindiag.ksd(x, score=score, **kwargs)
+        value = float(res["ksd_pooled"]) ** 2
+        floor = float(res["ksd_iid_pooled"]) ** 2
+    else:
+        res = steindiag.ksd_test(x, score=score, n_bootstrap=spec["B"], rng=spec["seed"] + 1,
+                                 **{k: v for k, v in kwargs.items() if k != "rng"})
+        value = float(res["statistic_pooled"])
+        floor = float(res["pvalue_pooled"])
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({**spec, "seconds": seconds, "gemm_gflops": gemm_gflops,
+                      "load_before": load_before, "load_after": os.getloadavg()[0], "value": value, "floor_or_p": floor,
+                      "peak_bytes": peak, "warm_peak_bytes": base * 1024,
+                      "data_bytes": 2 * x.nbytes,
+                      "m_used": res.attrs.get("n_landmarks")}))
+
+
+def run(spec, timeout=3600):
+    out = subprocess.run([sys.executable, __file__, "child", json.dumps(spec)],
+                         capture_output=True, text=True, timeout=timeout)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["accuracy", "large", "child"])
+    parser.add_argument("spec", nargs="?")
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    if args.mode == "child":
+        _child(json.loads(args.spec))
+        return
+    rows = []
+    if args.mode == "accuracy":
+        for d in (5, 50):
+            for case in ("iid", "ar1", "biased"):
+                exact = run({"what": "ksd", "estimator": "exact", "case": case, "n": 20000,
+                             "d": d, "seed": 0})
+                rows.append(exact)
+                print(json.dumps(exact), flush=True)
+                for m in (None, 200, 1000, 2000):
+                    r = run({"what": "ksd", "estimator": "nystrom", "case": case, "n": 20000,
+                             "d": d, "seed": 0, "m": m})
+                    r["rel_error"] = r["value"] / exact["value"] - 1.0
+                    rows.append(r)
+                    print(json.dumps(r), flush=True)
+    else:
+        for spec in ({"what": "ksd", "n": 10**6}, {"what": "test", "n": 10**6, "B": 1000},
+                     {"what": "ksd", "n": 10**7}):
+            times = []
+            for _ in range(args.repeat):
+                r = run({**spec, "estimator": "nystrom", "case": "iid", "d": 10, "seed": 0})
+                times.append(r["seconds"])
+            r["seconds_median"] = float(np.median(times))
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    with open(f"benchmarks/results/nystrom_{args.mode}.jsonl", "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()

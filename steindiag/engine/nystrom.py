@@ -1,0 +1,461 @@
+"""Nyström products: the Stein kernel between all draws and m landmarks, streamed.
+
+Data flow (see the Background page of the docs, "Nyström KSD"):
+
+    draws, scores (chain, draw, d), preconditioner, kernel
+      -> m landmarks L drawn from the draws with the caller's rng
+      -> K_mm = K_p(L, L) -> projection M = Lambda_r^(-1/2) U_r^T (eigenvalues of K_mm
+         below a relative cut-off dropped), so that the features of x are
+         phi(x) = M K_p(L, x) and K_p(x, y) ~ phi(x).phi(y)
+      -> blocks of draw indices (every chain): K_p(L, X_block) from ``cross_stein_block``
+         (Numba, parallel over draws), reduced at once into m-vectors or (m, B) products;
+         no N x m array is held.
+
+Nothing here imports xarray and nothing validates input.
+"""
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
+from steindiag.kernels._stein import block_stein_values, kernel_constants
+from steindiag.stats.bootstrap import sign_chains
+
+__all__ = ["cross_stein_block", "Landmarks", "choose_landmarks", "default_n_landmarks",
+           "nystrom_cumulative_sums", "nystrom_quadratic_forms"]
+
+# Draws per inner block of the cross product (per-pair temporaries live in L1).
+_BLOCK = 256
+
+
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+def cross_stein_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, land_x, land_s,
+                      out):
+    """out[r, j] = k_p(L_r, x_j): landmarks (m, d) against points (1, d, n), kernel coordinates.
+
+    Parallel over blocks of 256 points; m n pair evaluations, no memory beyond ``out``.
+    """
+    n = draws_t.shape[2]
+    d = draws_t.shape[1]
+    n_land = land_x.shape[0]
+    c2, beta = kernel_constants(kind, params)
+    n_chunks = (n + _BLOCK - 1) // _BLOCK
+    for chunk in nb.prange(n_chunks):
+        qdist = np.empty(_BLOCK)
+        a2dist = np.empty(_BLOCK)
+        uads = np.empty(_BLOCK)
+        ss = np.empty(_BLOCK)
+        x_i = np.empty(d)
+        s_i = np.empty(d)
+        j0 = chunk * _BLOCK
+        nj = min(_BLOCK, n - j0)
+        for r in range(n_land):
+            for k in range(d):
+                x_i[k] = land_x[r, k]
+                s_i[k] = land_s[r, k]
+            _accumulate_block(draws_t, scores_t, a, isotropic, 0, j0, nj, x_i, s_i, qdist,
+                              a2dist, uads, ss)
+            block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, 1.0,
+                               out[r, j0 : j0 + nj])
+
+
+# Relative eigenvalue cut-off of K_mm: directions with eigenvalue below this times the
+# largest are dropped from the projection (the pseudo-inverse square root). Rounding in
+# K_p(L, x), about 1e-16 of the largest eigenvalue, is amplified by 1 / sqrt(lambda):
+# at most about 1e-11 here.
+EIGEN_CUTOFF = 1e-10
+# Draws (over all chains) per streamed block: K_p(L, X_block) and its features take
+# 2 * 8 m * _BLOCK_COLUMNS bytes (64 MB at m = 1000).
+_BLOCK_COLUMNS = 4096
+# Draws of one chain per bootstrap block (each with its own random stream).
+_WEIGHT_ROWS = 4096
+# Default number of landmarks: _LANDMARKS_PER_ROOT_N sqrt(N), between _MIN_LANDMARKS
+# and _MAX_LANDMARKS (and at most N). See ``default_n_landmarks``.
+_LANDMARKS_PER_ROOT_N = 4.0
+_MIN_LANDMARKS = 200
+_MAX_LANDMARKS = 500
+LANDMARK_RULE = ("uniformly without replacement from the pooled draws, with the call's rng "
+                 "(numpy.random.Generator.choice); indices in landmark_index (chain-major: "
+                 "chain * n_draw + draw)")
+
+
+def default_n_landmarks(n_total):
+    """m = 4 sqrt(N), clipped to [200, 500] and to N (the measurements behind it: the
+    user guide, "Many draws: the Nyström estimator")."""
+    m = int(np.ceil(_LANDMARKS_PER_ROOT_N * np.sqrt(n_total)))
+    return int(min(n_total, max(_MIN_LANDMARKS, min(_MAX_LANDMARKS, m))))
+
+
+def _transposed_block(pre, draws, scores):
+    """(n, d) draws and scores -> kernel coordinates (1, d, n) for the Numba loops, and |s|^2."""
+    x_k, s_k = pre.to_kernel_coordinates(draws, scores)
+    return (np.ascontiguousarray(x_k.T[None]), np.ascontiguousarray(s_k.T[None]),
+            np.einsum("nk,nk->n", s_k, s_k))
+
+
+@dataclass(kw_only=True)
+class Landmarks:
+    """The m landmarks and the Nyström projection, everything a block of draws needs.
+
+    Attributes
+    ----------
+    index : ndarray (m,) int64
+        Flat chain-major indices (chain * n_draw + draw) of the landmarks.
+    draws_k, scores_k : ndarray (m, d)
+        Their draws and scores in kernel coordinates.
+    projection : ndarray (r, m)
+        M = Lambda_r^(-1/2) U_r^T from K_mm = U Lambda U^T, the r eigenvalues above
+        ``EIGEN_CUTOFF`` times the largest kept: phi(x) = M K_p(L, x).
+    a, isotropic, trace_a, kind, params
+        The preconditioner's and kernel's constants (as the engine's kernels take them).
+    """
+
+    index: np.ndarray
+    draws_k: np.ndarray
+    scores_k: np.ndarray
+    projection: np.ndarray
+    a: np.ndarray
+    isotropic: bool
+    trace_a: float
+    kind: tuple
+    params: np.ndarray
+
+    @property
+    def rank(self):
+        return self.projection.shape[0]
+
+    def attrs(self):
+        """Attributes that say how the result was computed and reproduce the landmarks."""
+        return {
+            "estimator": "nystrom",
+            "n_landmarks": int(self.index.size),
+            "nystrom_rank": int(self.rank),
+            "landmark_rule": LANDMARK_RULE,
+            "landmark_index": self.index.copy(),
+            "eigenvalue_cutoff": EIGEN_CUTOFF,
+        }
+
+    def cross(self, draws_t, scores_t):
+        """K_p(L, X), (m, n), for points (1, d, n) in kernel coordinates."""
+        out = np.empty((self.index.size, draws_t.shape[2]))
+        cross_stein_block(draws_t, scores_t, self.a, self.isotropic, self.kind, self.params,
+                          self.trace_a, self.draws_k, self.scores_k, out)
+        return out
+
+    def features(self, draws, scores, pre):
+        """(features (r, n), exact k_p(x, x) (n,), Nyström |phi(x)|^2 (n,)) of (n, d) points."""
+        draws_t, scores_t, scores_sq = _transposed_block(pre, draws, scores)
+        features = self.projection @ self.cross(draws_t, scores_t)
+        exact = stein_kernel_diagonal(scores_sq, self.kind, self.params, self.trace_a)
+        return features, exact, np.einsum("rn,rn->n", features, features)
+
+
+def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
+    """Draw ``n_landmarks`` landmarks with ``rng`` and build the projection (O(m^2 d + m^3)).
+
+    Parameters
+    ----------
+    draws, scores : ndarray (chain, draw, d)
+    pre : Preconditioner
+    kernel : BaseKernel
+    n_landmarks : int, 1 <= n_landmarks <= chain * draw
+    rng : numpy.random.Generator
+    """
+    n_chain, n_draw, d = draws.shape
+    index = np.sort(rng.choice(n_chain * n_draw, size=n_landmarks, replace=False))
+    chain, draw = np.divmod(index, n_draw)
+    draws_k, scores_k = pre.to_kernel_coordinates(draws[chain, draw], scores[chain, draw])
+    land = Landmarks(
+        index=index.astype(np.int64), draws_k=np.ascontiguousarray(draws_k),
+        scores_k=np.ascontiguousarray(scores_k), projection=np.empty((0, n_landmarks)),
+        a=np.asarray(pre.a, dtype=np.float64), isotropic=bool(pre.isotropic),
+        trace_a=float(pre.trace_a), kind=kernel.numba_kind,
+        params=np.asarray(kernel.numba_params, dtype=np.float64),
+    )
+    gram = land.cross(np.ascontiguousarray(draws_k.T[None]), np.ascontiguousarray(scores_k.T[None]))
+    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (gram + gram.T))
+    keep = eigenvalues > EIGEN_CUTOFF * max(eigenvalues[-1], 0.0)
+    if not keep.any():
+        raise ValueError("nystrom: the landmarks' Stein kernel matrix is zero (all scores 0 "
+                         "and a kernel with f'(0) = 0?); use estimator='exact'.")
+    land.projection = np.ascontiguousarray((eigenvectors[:, keep] / np.sqrt(eigenvalues[keep])).T)
+    return land
+
+
+def _sums_block(land, pre, draws, scores, carry, path):
+    """One time-major block (chain, b, d): running squared norms or block totals.
+
+    ``carry`` (r, chain): the running feature sums before the block (updated in place).
+    Returns (exact diagonal (chain, b), Nyström diagonal (chain, b), per-chain squared
+    norms of the running sums (chain, b) and pooled (b,)), the last two None unless ``path``.
+    """
+    n_chain, b, d = draws.shape
+    features, exact, nystrom = land.features(draws.reshape(-1, d), scores.reshape(-1, d), pre)
+    features = features.reshape(-1, n_chain, b)
+    if not path:
+        carry += features.sum(axis=2)
+        return exact.reshape(n_chain, b), nystrom.reshape(n_chain, b), None, None
+    running = np.cumsum(features, axis=2)
+    running += carry[:, :, None]
+    per_chain = np.einsum("rcb,rcb->cb", running, running)
+    pooled_sum = running.sum(axis=1)
+    pooled = np.einsum("rb,rb->b", pooled_sum, pooled_sum)
+    carry[...] = running[:, :, -1]
+    return exact.reshape(n_chain, b), nystrom.reshape(n_chain, b), per_chain, pooled
+
+
+def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
+    """Nyström counterpart of ``stats.ksd.cumulative_sums``: the same four arrays.
+
+    ``per_chain`` (chain, n) and ``pooled`` (n,) approximate the sums of k_p over all
+    ordered pairs of the first n draws (of each chain, of every chain) by
+    |sum phi|^2 + sum k_p(x_i, x_i) - sum |phi(x_i)|^2: the off-diagonal pairs from the
+    features, the diagonal exact. ``diag_chain``, ``diag_pooled``: the exact diagonal's
+    running sums. With ``path=False`` only n = draw (one column) is returned.
+
+    Streams over blocks of draw indices (every chain): O((m + r) * 4096) memory besides
+    the O(N) outputs; O(N m (8 d + 20) + 2 N m r) time.
+    """
+    n_chain, n_draw, d = draws.shape
+    if backend is not None:
+        if path:
+            raise ValueError("estimator='nystrom' with client= computes ksd and ksd_test; "
+                             "ksd_path with client= needs estimator='exact' (or no client).")
+        return backend_final_sums(backend, draws, scores, pre, land)
+    step = max(1, _BLOCK_COLUMNS // n_chain)
+    carry = np.zeros((land.rank, n_chain))
+    exact = np.empty((n_chain, n_draw))
+    correction = np.empty((n_chain, n_draw))
+    norms_chain = np.empty((n_chain, n_draw)) if path else None
+    norms_pooled = np.empty(n_draw) if path else None
+    for t0 in range(0, n_draw, step):
+        t1 = min(n_draw, t0 + step)
+        ex, ny, per_chain, pooled = _sums_block(land, pre, draws[:, t0:t1], scores[:, t0:t1],
+                                                carry, path)
+        exact[:, t0:t1] = ex
+        correction[:, t0:t1] = ex - ny
+        if path:
+            norms_chain[:, t0:t1] = per_chain
+            norms_pooled[t0:t1] = pooled
+    if path:
+        diag_chain = np.cumsum(exact, axis=1)
+        correction_chain = np.cumsum(correction, axis=1)
+        per_chain = norms_chain + correction_chain
+        pooled = norms_pooled + correction_chain.sum(axis=0)
+        return per_chain, pooled, diag_chain, diag_chain.sum(axis=0)
+    return _final(carry, exact.sum(axis=1), correction.sum(axis=1))
+
+
+def _final(carry, exact_chain, correction_chain):
+    """The four arrays of ``nystrom_cumulative_sums`` for n = draw only, from block totals."""
+    per_chain = np.einsum("rc,rc->c", carry, carry) + correction_chain
+    pooled_sum = carry.sum(axis=1)
+    pooled = pooled_sum @ pooled_sum + correction_chain.sum()
+    return (per_chain[:, None], np.array([pooled]), exact_chain[:, None],
+            np.array([exact_chain.sum()]))
+
+
+# ---------------------------------------------------------------------------------------
+# Bootstrap: w^T K_p w for the all-ones column and B bootstrap columns, from the features.
+# ---------------------------------------------------------------------------------------
+
+@dataclass(kw_only=True)
+class _BlockForms:
+    """What one bootstrap block (draws of one chain) returns: O(r B) numbers."""
+
+    total: np.ndarray         # (r,) sum of features (the all-ones column)
+    product: np.ndarray       # (r, B) features @ W_block
+    first: np.ndarray         # (B,) W_block's first row (signs) or None
+    last: np.ndarray          # (B,) W_block's last row (signs) or None
+    boundary_flip: np.ndarray  # (B,) bool: the sign chains flip entering this block
+    correction: float         # sum of k_p(x, x) - |phi(x)|^2 over the block
+    correction_w: np.ndarray  # (B,) sum of w^2 (k_p(x, x) - |phi(x)|^2) (multinomial only)
+
+
+def _bootstrap_block(land, pre, draws, scores, kind, seed, flip, n_bootstrap, count):
+    """Features of one block of one chain's draws times its bootstrap weights.
+
+    Sign kinds: the block's sign chains are drawn by ``stats.bootstrap.sign_chains`` with
+    a random first sign; ``boundary_flip`` says whether the chain flips between the
+    previous block's last draw and this one's first (probability ``flip``), and the
+    caller multiplies each column by the sign that makes the chains continuous.
+    Multinomial: ``count`` (B,) resamples fell in this block; they are spread uniformly
+    over its draws (a multinomial split of the chain's counts, so exactly its law).
+    """
+    features, exact, nystrom = land.features(draws, scores, pre)
+    gap = exact - nystrom
+    rng = np.random.default_rng(seed)
+    n_rows = draws.shape[0]
+    weights = np.empty((n_rows, n_bootstrap))
+    if kind == "multinomial":
+        weights[:] = rng.multinomial(count, np.full(n_rows, 1.0 / n_rows)).T
+        weights -= 1.0
+        return _BlockForms(total=features.sum(axis=1), product=features @ weights, first=None,
+                           last=None, boundary_flip=None, correction=float(gap.sum()),
+                           correction_w=(weights * weights).T @ gap)
+    boundary_flip = rng.random(n_bootstrap) < flip
+    sign_chains(rng, n_rows, n_bootstrap, flip, weights)
+    return _BlockForms(total=features.sum(axis=1), product=features @ weights,
+                       first=weights[0].copy(), last=weights[-1].copy(),
+                       boundary_flip=boundary_flip, correction=float(gap.sum()),
+                       correction_w=None)
+
+
+def _block_plan(n_chain, n_draw, kind, rng, n_bootstrap):
+    """Blocks (chain, start, stop, seed, count) of the bootstrap pass, seeded from ``rng``.
+
+    Every block has its own random stream (a ``SeedSequence`` keyed by (chain, block)),
+    so the weights do not depend on where or in which order blocks run.
+    """
+    entropy = [int(v) for v in rng.integers(0, 2**63, size=2)]
+    starts = np.arange(0, n_draw, _WEIGHT_ROWS)
+    stops = np.minimum(starts + _WEIGHT_ROWS, n_draw)
+    plan = []
+    for c in range(n_chain):
+        if kind == "multinomial":
+            counts = rng.multinomial(n_draw, (stops - starts) / n_draw, size=n_bootstrap)
+        for k, (start, stop) in enumerate(zip(starts, stops)):
+            seed = np.random.SeedSequence(entropy, spawn_key=(c, k))
+            count = counts[:, k] if kind == "multinomial" else None
+            plan.append((c, int(start), int(stop), seed, count))
+    return plan
+
+
+def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, flip,
+                            backend=None):
+    """Nyström counterpart of ``engine.forms.quadratic_forms`` with the weights streamed.
+
+    Returns (per_chain (chain, 1 + B), pooled (1 + B,)): column 0 approximates
+    1^T K_p 1 and column b the bootstrap form w_b^T K_p w_b, both as
+    |Phi^T w|^2 + sum_i w_i^2 (k_p(x_i, x_i) - |phi(x_i)|^2), per chain and over all
+    chains (each chain's weights independent). The N x B weight matrix is never held:
+    blocks of 4096 draws of one chain draw their own weights. O(N m (8 d + 20)
+    + 2 N r (m + B)) time; O(chain r B + 4096 (m + B)) memory.
+    """
+    n_chain, n_draw, _ = draws.shape
+    plan = _block_plan(n_chain, n_draw, kind, rng, n_bootstrap)
+    if backend is None:
+        results = (_bootstrap_block(land, pre, draws[c, start:stop], scores[c, start:stop],
+                                    kind, seed, flip[c], n_bootstrap, count)
+                   for c, start, stop, seed, count in plan)
+    else:
+        results = _backend_blocks(backend, draws, scores, pre, land, _bootstrap_task,
+                                  [(c, start, stop, kind, seed, flip[c], n_bootstrap, count)
+                                   for c, start, stop, seed, count in plan])
+    r = land.rank
+    per_chain = np.empty((n_chain, 1 + n_bootstrap))
+    pooled_product = np.zeros((r, n_bootstrap))
+    pooled_total = np.zeros(r)
+    pooled_correction = np.zeros(1 + n_bootstrap)
+    for (c, start, _, _, _), block in zip(plan, results):
+        if start == 0:
+            product = np.zeros((r, n_bootstrap))
+            total = np.zeros(r)
+            correction = np.zeros(1 + n_bootstrap)
+            sign = np.ones(n_bootstrap)
+        if kind != "multinomial":
+            if start > 0:
+                # The first sign must be the previous block's last, flipped or not.
+                sign = last * np.where(block.boundary_flip, -1.0, 1.0) * block.first
+            last = sign * block.last
+            block.product *= sign
+            correction += block.correction
+        else:
+            correction[0] += block.correction
+            correction[1:] += block.correction_w
+        product += block.product
+        total += block.total
+        if start + _WEIGHT_ROWS >= n_draw:
+            per_chain[c, 0] = total @ total
+            per_chain[c, 1:] = np.einsum("rb,rb->b", product, product)
+            per_chain[c] += correction
+            pooled_product += product
+            pooled_total += total
+            pooled_correction += correction
+    pooled = np.empty(1 + n_bootstrap)
+    pooled[0] = pooled_total @ pooled_total
+    pooled[1:] = np.einsum("rb,rb->b", pooled_product, pooled_product)
+    pooled += pooled_correction
+    return per_chain, pooled
+
+
+# ---------------------------------------------------------------------------------------
+# dask.distributed: the same blocks as tasks (``steindiag.engine.dask.DaskBackend``).
+# ---------------------------------------------------------------------------------------
+
+@dataclass(kw_only=True)
+class _Operands:
+    """Scattered once to every worker: the draws, scores, preconditioner and landmarks."""
+
+    draws: np.ndarray
+    scores: np.ndarray
+    pre: object
+    land: Landmarks
+
+
+def _single_threaded(function, *args):
+    """Run ``function`` on a worker with Numba and BLAS limited to the task's thread."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    from steindiag.engine.dask import _LAUNCH_LOCK, _needs_launch_lock
+
+    previous = numba.get_num_threads()
+    lock = _LAUNCH_LOCK if _needs_launch_lock() else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        numba.set_num_threads(1)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return function(*args)
+    finally:
+        numba.set_num_threads(previous)
+        if lock is not None:
+            lock.release()
+
+
+def _sums_task(ops, t0, t1):
+    carry = np.zeros((ops.land.rank, ops.draws.shape[0]))
+    exact, nystrom, _, _ = _single_threaded(_sums_block, ops.land, ops.pre, ops.draws[:, t0:t1],
+                                            ops.scores[:, t0:t1], carry, False)
+    return carry, exact.sum(axis=1), (exact - nystrom).sum(axis=1)
+
+
+def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
+    return _single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c, start:stop],
+                            ops.scores[c, start:stop], kind, seed, flip, n_bootstrap, count)
+
+
+def _backend_blocks(backend, draws, scores, pre, land, task, blocks):
+    """Yield ``task(ops, *block)`` for every block, in order, computed on the workers.
+
+    The operands go to every worker once; results come back in submission order
+    (the workers run ahead), and remaining tasks are cancelled on error or Ctrl-C.
+    """
+    ops_future = backend.client.scatter(_Operands(draws=draws, scores=scores, pre=pre,
+                                                  land=land), broadcast=True, hash=False)
+    futures = [backend.client.submit(task, ops_future, *block, pure=False) for block in blocks]
+    try:
+        for future in futures:
+            yield future.result()
+    finally:
+        backend.client.cancel(futures)
+        ops_future.release()
+
+
+def backend_final_sums(backend, draws, scores, pre, land):
+    """``nystrom_cumulative_sums(..., path=False)`` with blocks of draws as dask tasks."""
+    n_chain, n_draw, _ = draws.shape
+    step = max(1, _BLOCK_COLUMNS // n_chain)
+    blocks = [(t0, min(n_draw, t0 + step)) for t0 in range(0, n_draw, step)]
+    carry = np.zeros((land.rank, n_chain))
+    exact = np.zeros(n_chain)
+    correction = np.zeros(n_chain)
+    for block_carry, block_exact, block_correction in _backend_blocks(
+            backend, draws, scores, pre, land, _sums_task, blocks):
+        carry += block_carry
+        exact += block_exact
+        correction += block_correction
+    return _final(carry, exact, correction)

@@ -1,0 +1,52 @@
+"""PyMC: batched log p and score callables of a model, for methods that move points.
+
+``model_functions(model)`` returns two callables on flat unconstrained points, (n, d) ->
+(n,) and (n, d) -> (n, d), built on ``_pymc.model_log_density`` / ``_pymc.model_scores``
+(one vectorised graph, compiled once per model and cached; log p is a second output of
+the score's function, so it costs no compilation of its own).
+
+Imported lazily (only when a PyMC model is passed).
+"""
+
+from steindiag.inputs import _pymc
+
+__all__ = ["model_functions"]
+
+
+def model_functions(model, layout=None, *, mode=None):
+    """(log_density, score): batched callables of ``model.logp(jacobian=True)``.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    layout : list of FreeVariable, optional
+        ``_pymc.model_layout(model)`` (computed when None).
+    mode : str, optional
+        PyTensor compile mode (default: as for the scores).
+
+    Returns
+    -------
+    log_density : callable
+        (n, d) flat unconstrained points -> (n,) log p up to a constant.
+    score : callable
+        (n, d) -> (n, d) grad log p.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from steindiag.inputs._pymc_functions import model_functions
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 1)
+    >>> log_density, score = model_functions(model)
+    >>> score(np.array([[1.0], [2.0]])).ravel().tolist()
+    [-1.0, -2.0]
+    """
+    layout = _pymc.model_layout(model) if layout is None else layout
+
+    def log_density(points):
+        return _pymc.model_log_density(model, layout, points, mode=mode)
+
+    def score(points):
+        return _pymc.model_scores(model, layout, points, mode=mode)
+
+    return log_density, score

@@ -1,0 +1,307 @@
+"""Tests of estimator="nystrom" (ksd, ksd_path, ksd_test).
+
+Where the truths come from:
+- the Nyström formula itself: a slow NumPy reference built here from the dense Stein
+  kernel matrix of tests/reference.py (independent of the engine): with landmarks L,
+  K_nys = K_nL K_LL^+ K_Ln, and the estimate of sum_ij k_p(x_i, x_j) is
+  1^T K_nys 1 + tr(K) - tr(K_nys) (off-diagonal pairs through the landmarks, diagonal
+  exact; see the Background page of the docs);
+- agreement with the exact estimator: the exact ksd of the same draws, with tolerances
+  from the spread of the Nyström estimate over landmark draws (measured on the same
+  kind of sample at N = 20,000, benchmarks/results/nystrom.md) - never from the value
+  the code returns for the case under test;
+- level: Binomial(R, 0.05) rejections of a test of exact level, bounds 3.5 standard errors;
+- power: the exact test's rejection rate on the same draws, difference within 3.5
+  standard errors of two binomial rates.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import steindiag
+from steindiag.engine.nystrom import default_n_landmarks
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import imq_stein_kernel_matrix  # noqa: E402
+
+ALPHA = 0.05
+
+
+def binomial_bounds(n_replicates, p=ALPHA, k=3.5):
+    se = np.sqrt(p * (1 - p) / n_replicates)
+    return p - k * se, p + k * se
+
+
+def ar1(rng, n_chain, n_draw, d, rho):
+    """AR(1) chains with exact N(0, 1) marginals."""
+    x = np.empty((n_chain, n_draw, d))
+    x[:, 0] = rng.standard_normal((n_chain, d))
+    for t in range(1, n_draw):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * rng.standard_normal((n_chain, d))
+    return x
+
+
+def nystrom_reference(flat, landmark_index, cutoff):
+    """Slow reference of the Nyström sum over all ordered pairs, identity preconditioner."""
+    d = flat.shape[1]
+    K = imq_stein_kernel_matrix(flat, -flat, flat, -flat, np.eye(d))
+    K_ln = K[landmark_index]
+    K_ll = K_ln[:, landmark_index]
+    lam, U = np.linalg.eigh(K_ll)
+    keep = lam > cutoff * lam[-1]
+    M = (U[:, keep] / np.sqrt(lam[keep])).T
+    phi = M @ K_ln  # (r, n)
+    return phi, np.diag(K)
+
+
+# -- the estimator is the Nyström formula ---------------------------------------------
+
+
+@pytest.mark.parametrize("n_landmarks", [5, 40])
+def test_ksd_matches_numpy_reference(n_landmarks):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 60, 2)) + 0.5
+    res = steindiag.ksd(x, score=-x, preconditioner="identity", estimator="nystrom",
+                        n_landmarks=n_landmarks, rng=2)
+    flat = x.reshape(-1, 2)
+    phi, diag = nystrom_reference(flat, res.attrs["landmark_index"],
+                                  res.attrs["eigenvalue_cutoff"])
+    n = flat.shape[0]
+    phi_c = phi.reshape(-1, 3, 60)
+    diag_c = diag.reshape(3, 60)
+    per_chain = (np.einsum("rc->c", phi_c.sum(axis=2) ** 2) + diag_c.sum(1)
+                 - (phi_c**2).sum(axis=(0, 2)))
+    pooled = (phi.sum(1) ** 2).sum() + diag.sum() - (phi**2).sum()
+    # Truth: the reference formula above (dense K_p, NumPy eigendecomposition).
+    np.testing.assert_allclose(res["ksd"], np.sqrt(per_chain) / 60, rtol=1e-9)
+    np.testing.assert_allclose(res["ksd_pooled"], np.sqrt(pooled) / n, rtol=1e-9)
+    np.testing.assert_allclose(res["ksd_iid_pooled"], np.sqrt(diag.sum()) / n, rtol=1e-12)
+    assert res.attrs["estimator"] == "nystrom"
+    assert res.attrs["n_landmarks"] == n_landmarks
+
+
+def test_all_points_as_landmarks_is_the_exact_ksd():
+    # Truth: with every draw a landmark, K_nys = K (Nyström is exact on its own span), so
+    # the estimate is the exact V-statistic (up to the eigenvalue cut-off, ~1e-10).
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 80, 3))
+    exact = steindiag.ksd(x, score=-x)
+    nys = steindiag.ksd(x, score=-x, estimator="nystrom", n_landmarks=160, rng=4)
+    for name in ("ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled"):
+        np.testing.assert_allclose(nys[name], exact[name], rtol=1e-6)
+
+
+def test_path_matches_reference_prefixes():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 50, 2)) * 1.3
+    path = steindiag.ksd_path(x, score=-x, preconditioner="identity", estimator="nystrom",
+                              n_landmarks=30, rng=6)
+    flat = x.reshape(-1, 2)
+    phi, diag = nystrom_reference(flat, path.attrs["landmark_index"],
+                                  path.attrs["eigenvalue_cutoff"])
+    phi = phi.reshape(-1, 2, 50)
+    diag = diag.reshape(2, 50)
+    for n in (1, 7, 50):
+        # Truth: the reference formula on the first n draws of each chain (pooled: of both).
+        s = phi[:, :, :n].sum(axis=2)
+        gap = diag[:, :n].sum(1) - (phi[:, :, :n] ** 2).sum(axis=(0, 2))
+        per_chain = (s**2).sum(0) + gap
+        pooled = (s.sum(1) ** 2).sum() + gap.sum()
+        np.testing.assert_allclose(path["ksd"].sel(n=n), np.sqrt(per_chain) / n, rtol=1e-9)
+        np.testing.assert_allclose(path["ksd_pooled"].sel(n=n), np.sqrt(pooled) / (2 * n),
+                                   rtol=1e-9)
+    final = steindiag.ksd(x, score=-x, preconditioner="identity", estimator="nystrom",
+                          n_landmarks=30, rng=6)
+    # Truth: the last point of the path is the value of ksd (same landmarks, same rng).
+    np.testing.assert_allclose(path["ksd_pooled"][-1], final["ksd_pooled"], rtol=1e-12)
+
+
+def test_same_rng_same_landmarks_and_value():
+    x = np.random.default_rng(7).standard_normal((2, 300, 4))
+    a = steindiag.ksd(x, score=-x, estimator="nystrom", rng=8)
+    b = steindiag.ksd(x, score=-x, estimator="nystrom", rng=8)
+    np.testing.assert_array_equal(a.attrs["landmark_index"], b.attrs["landmark_index"])
+    assert float(a["ksd_pooled"]) == float(b["ksd_pooled"])
+    assert a.attrs["n_landmarks"] == default_n_landmarks(600) == 200
+    assert "uniformly without replacement" in a.attrs["landmark_rule"]
+
+
+# -- agreement with the exact estimator ----------------------------------------------
+
+
+def _agreement(x, tolerance, n_landmarks=None, seeds=(0, 1, 2)):
+    exact = float(steindiag.ksd(x, score=-x)["ksd_pooled"]) ** 2
+    errors = []
+    for seed in seeds:
+        nys = float(steindiag.ksd(x, score=-x, estimator="nystrom", rng=seed,
+                                  n_landmarks=n_landmarks)["ksd_pooled"]) ** 2
+        errors.append(nys / exact - 1.0)
+    assert max(abs(e) for e in errors) < tolerance, errors
+    return errors
+
+
+@pytest.mark.parametrize("d", [5, 50])
+def test_agrees_with_exact_on_exact_draws(d):
+    # Truth: the exact V-statistic of the same draws. Tolerance: at N = 20,000 the
+    # default m gives errors within 0.3-2.5 % (d = 5 and 50, benchmarks/results/
+    # nystrom.md); here N = 4,000 (m = 253), 5 %.
+    x = np.random.default_rng(10 + d).standard_normal((4, 1000, d))
+    _agreement(x, 0.05)
+
+
+def test_biased_sample_converges_as_m_grows():
+    # Truth: the exact value. With more landmarks the projection space grows, so the
+    # error must shrink (its spread over landmark draws is below 1 % at these m,
+    # measured in benchmarks/results/nystrom.md), and at m = N it is exact.
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal((4, 500, 5)) + 0.3
+    exact = float(steindiag.ksd(x, score=-x)["ksd_pooled"]) ** 2
+    assert exact > 20 * float(steindiag.ksd(x, score=-x)["ksd_iid_pooled"]) ** 2
+    errors = [abs(float(steindiag.ksd(x, score=-x, estimator="nystrom", n_landmarks=m,
+                                      rng=21)["ksd_pooled"]) ** 2 / exact - 1)
+              for m in (25, 100, 400, 2000)]
+    assert errors[0] > errors[1] > errors[2] > errors[3], errors
+    assert errors[2] < 0.05 and errors[3] < 1e-6, errors
+
+
+# -- the test --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bootstrap", ["iid", "multinomial"])
+def test_level_on_exact_independent_draws(bootstrap):
+    n_rep = 400
+    x = np.random.default_rng(31).standard_normal((n_rep, 100, 2))
+    res = steindiag.ksd_test(x, score=-x, bootstrap=bootstrap, n_bootstrap=200, rng=32,
+                             pooled=False, sample_dims=("chain", "draw"), estimator="nystrom")
+    rate = float(np.mean(res["pvalue"] <= ALPHA))
+    low, high = binomial_bounds(n_rep)
+    # Truth: exact draws satisfy the null; Binomial(400, 0.05) rejections.
+    assert low <= rate <= high, rate
+
+
+@pytest.mark.filterwarnings("ignore:ksd_test. chains:UserWarning")
+def test_wild_bootstrap_keeps_level_on_ar1():
+    n_rep = 400
+    x = ar1(np.random.default_rng(41), n_rep, 500, 1, 0.5)
+    res = steindiag.ksd_test(x, score=-x, bootstrap="wild", n_bootstrap=200, rng=42,
+                             pooled=False, estimator="nystrom")
+    rate = float(np.mean(res["pvalue"] <= ALPHA))
+    low, high = binomial_bounds(n_rep)
+    # Truth: AR(1) chains with exact N(0, 1) marginals satisfy the null; Binomial(400, 0.05).
+    assert low <= rate <= high, rate
+
+
+def test_sign_chains_continue_across_blocks():
+    # Truth: the wild bootstrap's sign chain is one Markov chain per chain, also across
+    # the 4096-draw blocks that draw their own weights. With m = N the bootstrap forms are
+    # exact w^T K_p w, so their mean over replicates is sum_ij E[w_i w_j] k_ij with
+    # E[w_i w_j] = (1 - 2a)^|i - j| (closed form); compared with 3.5 standard errors.
+    rng = np.random.default_rng(51)
+    x = rng.standard_normal((1, 5000, 1)) * 0.05 + 1.0  # biased: off-diagonal pairs matter
+    flip = 1.0 / 300
+    from steindiag.engine.nystrom import nystrom_quadratic_forms, choose_landmarks
+    from steindiag.kernels import make_kernel
+    from steindiag.kernels.preconditioner import make_preconditioner
+
+    kernel = make_kernel("imq", None, None)
+    pre = make_preconditioner("identity", x[0], ["x"])
+    land = choose_landmarks(x, -x, pre, kernel, 200, np.random.default_rng(52))
+    per_chain, _ = nystrom_quadratic_forms(x, -x, pre, land, "wild", np.random.default_rng(53),
+                                           400, np.array([flip]))
+    flat = x[0]
+    phi, diag = nystrom_reference(flat, land.index, 1e-10)
+    K = phi.T @ phi
+    K[np.diag_indices_from(K)] = diag
+    lags = np.abs(np.subtract.outer(np.arange(5000), np.arange(5000)))
+    expected = float(((1 - 2 * flip) ** lags * K).sum())
+    boot = per_chain[0, 1:]
+    se = boot.std(ddof=1) / np.sqrt(boot.size)
+    assert abs(boot.mean() - expected) < 3.5 * se, (boot.mean(), expected, se)
+
+
+def test_power_close_to_exact_on_laplace_and_student_t():
+    rng = np.random.default_rng(61)
+    n_rep = 100
+    samples = {
+        "laplace": rng.laplace(scale=2**-0.5, size=(n_rep, 300, 1)),
+        "student_t3": rng.standard_t(3.0, size=(n_rep, 200, 1)),
+    }
+    for name, x in samples.items():
+        rates = {}
+        for estimator in ("exact", "nystrom"):
+            res = steindiag.ksd_test(x, score=-x, bootstrap="iid", n_bootstrap=200, rng=62,
+                                     pooled=False, estimator=estimator,
+                                     preconditioner="identity", sample_dims=("chain", "draw"))
+            rates[estimator] = float(np.mean(res["pvalue"] <= ALPHA))
+        pooled = 0.5 * (rates["exact"] + rates["nystrom"])
+        se = np.sqrt(max(pooled * (1 - pooled), 0.01) * 2 / n_rep)
+        # Truth: the exact test on the same draws (tests/test_gof.py measures its power
+        # on both alternatives); Nyström loses at most 3.5 standard errors of a difference.
+        assert rates["nystrom"] >= rates["exact"] - 3.5 * se, (name, rates)
+        assert rates["exact"] > 0.5, (name, rates)
+
+
+def test_statistic_close_to_exact():
+    x = np.random.default_rng(71).standard_normal((2, 2000, 5)) + 0.2
+    exact = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=1)
+    nys = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=1, estimator="nystrom")
+    # Truth: the exact statistic N KSD^2_V; a biased sample, so the default m is within a
+    # few % (as for ksd).
+    np.testing.assert_allclose(nys["statistic_pooled"], exact["statistic_pooled"], rtol=0.05)
+    assert nys.attrs["estimator"] == "nystrom" and exact.attrs["estimator"] == "exact"
+
+
+# -- bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", [steindiag.ksd, steindiag.ksd_path, steindiag.ksd_test])
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"estimator": "fast"}, ValueError, "estimator must be one of"),
+    ({"estimator": None}, ValueError, "estimator must be one of"),
+    ({"estimator": "nystrom", "n_landmarks": 0}, ValueError, "n_landmarks must be a positive"),
+    ({"estimator": "nystrom", "n_landmarks": 2.5}, TypeError, "n_landmarks must be None or"),
+    ({"estimator": "nystrom", "n_landmarks": True}, TypeError, "n_landmarks must be None or"),
+    ({"estimator": "nystrom", "n_landmarks": 1000}, ValueError, "at most the number of draws"),
+    ({"n_landmarks": 10}, ValueError, "only used with estimator='nystrom'"),
+    ({"estimator": "nystrom", "rng": "seed"}, TypeError, "rng must be"),
+])
+def test_invalid_arguments_are_named(function, kwargs, error, match):
+    x = np.random.default_rng(0).standard_normal((2, 300, 2))
+    with pytest.raises(error, match=match):
+        function(x, score=-x, **kwargs)
+
+
+# -- dask -----------------------------------------------------------------------------
+
+
+def test_client_gives_the_local_numbers():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0")
+    client = distributed.Client(cluster)
+    try:
+        x = np.random.default_rng(81).standard_normal((3, 3000, 3)) + 0.1
+        local = steindiag.ksd(x, score=-x, estimator="nystrom", rng=82)
+        remote = steindiag.ksd(x, score=-x, estimator="nystrom", rng=82, client=client)
+        # Truth: the same landmarks and blocks, summed in the same order: the local numbers
+        # to rounding.
+        for name in ("ksd", "ksd_pooled", "ksd_iid", "ksd2_u_pooled"):
+            np.testing.assert_allclose(remote[name], local[name], rtol=1e-10)
+        test_local = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=83,
+                                        estimator="nystrom")
+        test_remote = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=83,
+                                         estimator="nystrom", client=client)
+        # Truth: each block's weights come from its own (chain, block) random stream, so
+        # the bootstrap statistics do not depend on where the blocks run.
+        np.testing.assert_allclose(test_remote["bootstrap_statistic"],
+                                   test_local["bootstrap_statistic"], rtol=1e-10)
+        np.testing.assert_allclose(test_remote["statistic_pooled"],
+                                   test_local["statistic_pooled"], rtol=1e-10)
+        with pytest.raises(ValueError, match="ksd_path with client="):
+            steindiag.ksd_path(x, score=-x, estimator="nystrom", client=client)
+    finally:
+        client.close()
+        cluster.close()
