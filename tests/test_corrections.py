@@ -190,13 +190,20 @@ def test_missing_mass_argument_errors(exact_draws):
 def test_svgd_reports_and_warns_when_the_ksd_rises():
     x = np.random.default_rng(5).standard_normal((120, 2))
     # Truth: exact draws of the target with steps of 3 standard deviations: the particles
-    # are thrown far from the target, so the KSD must rise.
+    # are thrown far from the target, so the KSD must rise at every step.
+    settings = dict(score=lambda z: -z, n_steps=5, step_size=3.0, kernel="rbf",
+                    step_decay=None)
     with pytest.warns(CorrectionWarning, match="raised the KSD"):
-        res = steindiag.stein_variational(x, score=lambda z: -z, n_steps=5, step_size=3.0,
-                                          kernel="rbf")
+        res = steindiag.stein_variational(x, keep="last", **settings)
     assert not res.improved and res.attrs["improved"] == 0
     assert res.ksd_final > res.ksd_initial
     assert res.attrs["ksd_initial"] == res.ksd_initial == float(res.ksd[0])
+    # keep="best" (the default): no step beats the draws given, so they come back as
+    # they were, with a warning.
+    with pytest.warns(CorrectionWarning, match="did not lower the KSD"):
+        best = steindiag.stein_variational(x, **settings)
+    assert best.attrs["svgd_returned_step"] == 0 and best.ksd_final == best.ksd_initial
+    np.testing.assert_allclose(best.draws, x, rtol=0, atol=1e-12)
 
 
 def test_svgd_improving_does_not_warn():
