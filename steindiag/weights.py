@@ -545,9 +545,9 @@ def _interval_defaults(ci_prob, ci_kind):
 
 
 def _weighted_hdi(values, weights, prob):
-    """Shortest interval [x_(i), x_(j)] of the weighted draws, (2, m).
+    """Shortest interval [x_(i), x_(j)] of the weighted draws holding more than ``prob``, (2, m).
 
-    j(i) is the last sorted draw with sum_(i < k <= j) w_k <= prob: for equal weights
+    j(i) is the first sorted draw with sum_(i <= k <= j) w_k > prob: for equal weights
     j = i + floor(prob N), ArviZ's rule for its HDI of unweighted draws.
     """
     n, m = values.shape
@@ -558,12 +558,13 @@ def _weighted_hdi(values, weights, prob):
         x = values[order, col]
         cum = np.cumsum(weights[order])
         cum = cum / cum[-1]
-        last = np.searchsorted(cum, cum + prob + tiny, side="right") - 1
-        last = np.maximum(last, np.arange(n))
-        # Windows that end at the last draw only because the draws ran out are not
-        # candidates, except the first of them (ArviZ's last window for equal weights).
-        valid = last < n - 1
-        valid[int(np.argmax(last == n - 1))] = True
+        before = np.concatenate([[0.0], cum[:-1]])
+        last = np.searchsorted(cum, before + prob + tiny, side="right")
+        valid = last < n
+        if not valid.any():
+            out[:, col] = x[0], x[-1]
+            continue
+        last = np.minimum(last, n - 1)
         width = np.where(valid, x[last] - x, np.inf)
         best = int(np.argmin(width))
         out[:, col] = x[best], x[last[best]]
@@ -630,8 +631,8 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     sum_(x_i <= x) w_i >= p (inverse of the weighted empirical CDF, numpy's
     ``method="inverted_cdf"``); the equal-tailed interval is made of the quantiles
     (1 - ci_prob) / 2 and (1 + ci_prob) / 2; the HDI is the shortest interval between
-    sorted draws x_(i) <= x_(j) with sum_(i < k <= j) w_k <= ci_prob, j as large as
-    that allows (ArviZ's rule for equal weights). ``mcse_mean`` = sqrt(sum_i w_i^2
+    sorted draws x_(i) <= x_(j) whose draws carry more than ci_prob of the weight
+    (ArviZ's rule, floor(ci_prob N) + 1 draws, for equal weights). ``mcse_mean`` = sqrt(sum_i w_i^2
     (x_i - m)^2), the standard error of a self-normalised weighted mean of independent
     draws (sd / sqrt(N) up to the factor sqrt((N - 1) / N) for equal weights); it
     ignores the draws' autocorrelation, which ArviZ's ``mcse_mean`` accounts for, and
