@@ -101,27 +101,35 @@ def main():
     parser.add_argument("mode", choices=["accuracy", "large", "child"])
     parser.add_argument("spec", nargs="?")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--cases", default="5:iid,5:ar1,5:biased,50:iid,50:ar1,50:biased",
+                        help="d:case pairs for accuracy mode")
+    parser.add_argument("--ms", default="default,200,1000,2000",
+                        help="landmark counts for accuracy mode ('default': the default m)")
+    parser.add_argument("--sizes", default="1e6:ksd,1e6:test,1e7:ksd",
+                        help="N:what pairs for large mode")
     args = parser.parse_args()
     if args.mode == "child":
         _child(json.loads(args.spec))
         return
     rows = []
     if args.mode == "accuracy":
-        for d in (5, 50):
-            for case in ("iid", "ar1", "biased"):
-                exact = run({"what": "ksd", "estimator": "exact", "case": case, "n": 20000,
-                             "d": d, "seed": 0})
-                rows.append(exact)
-                print(json.dumps(exact), flush=True)
-                for m in (None, 200, 1000, 2000):
-                    r = run({"what": "ksd", "estimator": "nystrom", "case": case, "n": 20000,
-                             "d": d, "seed": 0, "m": m})
-                    r["rel_error"] = r["value"] / exact["value"] - 1.0
-                    rows.append(r)
-                    print(json.dumps(r), flush=True)
+        ms = [None if m == "default" else int(m) for m in args.ms.split(",")]
+        for item in args.cases.split(","):
+            d, case = int(item.split(":")[0]), item.split(":")[1]
+            exact = run({"what": "ksd", "estimator": "exact", "case": case, "n": 20000,
+                         "d": d, "seed": 0})
+            rows.append(exact)
+            print(json.dumps(exact), flush=True)
+            for m in ms:
+                r = run({"what": "ksd", "estimator": "nystrom", "case": case, "n": 20000,
+                         "d": d, "seed": 0, "m": m})
+                r["rel_error"] = r["value"] / exact["value"] - 1.0
+                rows.append(r)
+                print(json.dumps(r), flush=True)
     else:
-        for spec in ({"what": "ksd", "n": 10**6}, {"what": "test", "n": 10**6, "B": 1000},
-                     {"what": "ksd", "n": 10**7}):
+        for item in args.sizes.split(","):
+            n, what = int(float(item.split(":")[0])), item.split(":")[1]
+            spec = {"what": what, "n": n, **({"B": 1000} if what == "test" else {})}
             times = []
             for _ in range(args.repeat):
                 r = run({**spec, "estimator": "nystrom", "case": "iid", "d": 10, "seed": 0})
@@ -129,7 +137,7 @@ def main():
             r["seconds_median"] = float(np.median(times))
             rows.append(r)
             print(json.dumps(r), flush=True)
-    with open(f"benchmarks/results/nystrom_{args.mode}.jsonl", "w") as fh:
+    with open(f"benchmarks/results/nystrom_{args.mode}.jsonl", "a") as fh:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
 
