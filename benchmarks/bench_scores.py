@@ -147,8 +147,15 @@ def _median_time(function, repeats):
     return float(np.median(times)), times
 
 
+def _report(key, value):
+    """One measurement as a JSON line, flushed at once (a timed-out run keeps its lines)."""
+    import json
+
+    print(json.dumps({key: value}), flush=True)
+
+
 def lkj_run(name, mode, repeats):
-    """One process: every timing of one LKJ model under one compile mode; returns a dict."""
+    """One process: the timings of one LKJ model under one compile mode, most important first."""
     import warnings
 
     warnings.simplefilter("ignore")
@@ -158,42 +165,33 @@ def lkj_run(name, mode, repeats):
     model, trace = build_lkj(name)
     mode = None if mode == "default" else mode
     kwargs = {} if mode is None else {"compile_mode": mode}
-    out = {}
+    run_mode = _pymc.default_compile_mode() if mode is None else mode
     start = time.perf_counter()
-    steindiag.ksd(trace, model, **kwargs)  # compiles: transforms, scores, engine
-    out["first ksd(model=)"] = time.perf_counter() - start
+    scored_trace = steindiag.add_scores(trace, model, progress=False, **kwargs)
+    _report("first add_scores (compiles; auto times both ways)", time.perf_counter() - start)
+    stats = (scored_trace["sample_stats"] if hasattr(scored_trace, "children")
+             else scored_trace.sample_stats)
+    _report("auto chose", stats["gradient"].attrs["score_strategy"])
+    steindiag.ksd(scored_trace)  # compiles the engine, if its cache is cold
+    stored, _ = _median_time(lambda: steindiag.ksd(scored_trace), repeats)
+    _report("ksd(stored scores)", stored)
+    with_model, _ = _median_time(lambda: steindiag.ksd(trace, model, **kwargs), repeats)
+    _report("ksd(model=), compiled", with_model)
+    _report("stored / model=", stored / with_model)
     layout = _pymc.model_layout(model)
     flat = read_input(trace, model, need_score=False, **kwargs).draws
     flat = flat.reshape(-1, flat.shape[2])
-    run_mode = _pymc.default_compile_mode() if mode is None else mode
-    for strategy in ("batched", "per-draw"):
-        start = time.perf_counter()
-        _pymc.model_scores(model, layout, flat, mode=run_mode, strategy=strategy,
-                           progress=False)
-        out[f"{strategy}: first"] = time.perf_counter() - start
-        out[f"{strategy}: warm"], _ = _median_time(
+    for strategy in ("per-draw", "batched"):
+        seconds, _ = _median_time(
             lambda: _pymc.model_scores(model, layout, flat, mode=run_mode, strategy=strategy,
                                        progress=False), repeats)
-    # The peer: PyMC's own per-draw loop over model.compile_dlogp() (default mode).
-    dlogp = model.compile_dlogp(jacobian=True, **({} if mode is None else {"mode": mode}))
+        _report(f"score pass {strategy}, compiled", seconds)
+    # The peer: PyMC's own per-draw loop over model.compile_dlogp(), same mode.
+    dlogp = model.compile_dlogp(jacobian=True, mode=run_mode)
     points = [{var.value_name: row[a:b].reshape(var.value_shape)
                for var, a, b in _spans(layout)} for row in flat]
-    out["compile_dlogp loop: warm"], _ = _median_time(
-        lambda: [dlogp(point) for point in points], repeats)
-    _pymc._COMPILED.get(model, {}).pop(("strategy", _pymc._layout_key(layout),
-                                        _pymc._mode_key(run_mode)), None)
-    start = time.perf_counter()
-    scored, used = _pymc.model_scores(model, layout, flat, mode=run_mode, progress=False,
-                                      return_strategy=True)
-    out["auto (times both, then runs)"] = time.perf_counter() - start
-    out["auto chose"] = used
-    out["ksd(model=): warm"], _ = _median_time(lambda: steindiag.ksd(trace, model, **kwargs),
-                                               repeats)
-    scored_trace = steindiag.add_scores(trace, model, **kwargs)
-    out["ksd(stored scores): warm"], _ = _median_time(lambda: steindiag.ksd(scored_trace),
-                                                      repeats)
-    out["stored / model="] = out["ksd(stored scores): warm"] / out["ksd(model=): warm"]
-    return out
+    seconds, _ = _median_time(lambda: [dlogp(point) for point in points], repeats)
+    _report("PyMC compile_dlogp loop, compiled", seconds)
 
 
 def _spans(layout):
@@ -220,15 +218,17 @@ def lkj_main(args):
             command = [sys.executable, __file__, "--_lkj_child", name, label,
                        "--repeats", str(args.repeats)]
             try:
-                done = subprocess.run(command, capture_output=True, text=True, check=True,
-                                      timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                print(f"  [{label}] did not finish within {args.timeout} s")
-                continue
-            result = json.loads(done.stdout.strip().splitlines()[-1])
-            for key, value in result.items():
-                shown = f"{value:.3f}" if isinstance(value, float) else value
-                print(f"  [{label}] {key}: {shown}")
+                output = subprocess.run(command, capture_output=True, text=True, check=True,
+                                        timeout=args.timeout).stdout
+            except subprocess.TimeoutExpired as err:
+                output = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout
+                output = (output or "") + json.dumps({"stopped": f"timeout {args.timeout} s"})
+            for line in output.strip().splitlines():
+                if not line.startswith("{"):
+                    continue
+                for key, value in json.loads(line).items():
+                    shown = f"{value:.3f}" if isinstance(value, float) else value
+                    print(f"  [{label}] {key}: {shown}", flush=True)
 
 
 def main():
@@ -243,9 +243,7 @@ def main():
     parser.add_argument("--_lkj_child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._lkj_child is not None:
-        import json
-
-        print(json.dumps(lkj_run(*args._lkj_child, args.repeats)))
+        lkj_run(*args._lkj_child, args.repeats)
         return
     if args.lkj is not None:
         lkj_main(args)
