@@ -19,7 +19,8 @@ from steindiag._mmd import mmd
 from steindiag._validate import check_rng
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
-from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
+from steindiag.inputs import (as_trace, is_labelled, read_input, sampler_warnings,
+                              score_function)
 from steindiag.inputs._arrays import array_sample_dims
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
@@ -271,6 +272,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         alpha, n_bootstrap, n_permutations, log_density, estimator, missing_mass, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space,
