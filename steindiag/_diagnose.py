@@ -19,7 +19,8 @@ from steindiag._mmd import mmd
 from steindiag._validate import check_rng
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
-from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
+from steindiag.inputs import (as_trace, is_labelled, read_input, sampler_warnings,
+                              score_function)
 from steindiag.inputs._arrays import array_sample_dims
 from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel

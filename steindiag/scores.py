@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._validate import check_finite
-from steindiag.inputs import read_input
+from steindiag.inputs import as_trace, read_input
 
 __all__ = ["add_scores"]
 
@@ -148,6 +148,7 @@ def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="
     >>> scored = steindiag.add_scores(idata, model)                  # doctest: +SKIP
     >>> steindiag.ksd(scored)["ksd_pooled"]   # no model: the stored scores  # doctest: +SKIP
     """
+    trace = as_trace(trace, model)   # a MultiTrace: the InferenceData / DataTree of it
     _add_scores_iv(trace, model, group, strategy, progress)
     pending = read_input(trace, model, group=group, compile_mode=compile_mode,
                          need_score=False)

@@ -101,6 +101,22 @@ def test_multitrace_mmd_without_and_with_model(binomial, binomial_multitrace):
     assert between.attrs["parameters"] == ["p"]
 
 
+def test_multitrace_add_scores_and_diagnose(binomial, binomial_multitrace):
+    # Truth: the same calls on pm.to_inference_data's conversion of the MultiTrace.
+    model, _ = binomial
+    converted = _converted(binomial_multitrace, model)
+    scored = steindiag.add_scores(binomial_multitrace, model)
+    assert type(scored) is type(converted)
+    xr.testing.assert_allclose(steindiag.ksd(scored), steindiag.ksd(converted, model),
+                               rtol=1e-12, atol=0.0)
+    options = {"missing_mass": False, "n_bootstrap": 100, "n_permutations": 100, "rng": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # short chains: unreliable p-values
+        got = steindiag.diagnose(binomial_multitrace, model, **options)
+        expected = steindiag.diagnose(converted, model, **options)
+    xr.testing.assert_allclose(got, expected, rtol=1e-12, atol=0.0)
+
+
 def test_multitrace_thin_weighted_summary_variational(binomial, binomial_multitrace):
     # Truth: the same calls on pm.to_inference_data's conversion; the outputs are the
     # converted type (InferenceData on PyMC 5, DataTree on PyMC 6).
