@@ -155,7 +155,14 @@ def _search(prepared, model, score, log_density, batched, kernel, pre, level, rn
     if log_p is None:
         return None, ("no log density: pass a PyMC model or log_density= (a callable on an "
                       "(n, d) batch)")
-    score_fn = score_function(score, model, batched=batched, mode=mode)
+    if log_density is None and score is None:
+        from steindiag.inputs._pymc_functions import model_functions
+
+        # Both from one compiled function, which keeps its last evaluation: log p and
+        # then the score at the same point (as the optimiser asks) cost one evaluation.
+        log_p, score_fn = model_functions(model, mode=mode)
+    else:
+        score_fn = score_function(score, model, batched=batched, mode=mode)
     if score_fn is None:
         return None, ("the score is an array, so it cannot be evaluated at new points: pass "
                       "score= as a callable")
