@@ -419,7 +419,11 @@ _LAYOUT_NOTE = (
     "MCSE do not apply (arviz.summary reports R-hat as NaN for one chain)"
 )
 
-_EIGHT_SCHOOLS = "{eight_schools}"
+_EIGHT_SCHOOLS = (
+    "200 thinned points hold no draw with tau < 1 (truth: P(tau < 1) = 0.20; the draws: "
+    "0.05) and have mean tau 8.3 (regularised: 6.4) against 3.6 in a long non-centred run "
+    "and 4.1 in the draws."
+)
 
 stein_thin.__doc__ = stein_thin.__doc__.format(params=_THIN_PARAMETERS,
                                                eight_schools=_EIGHT_SCHOOLS)

@@ -357,9 +357,10 @@ _CHECKS_PARAMETERS = """\
         Randomness of the missing-mass search (None: fresh entropy)."""
 
 _EIGHT_SCHOOLS = (
-    "weighted P(tau < 1) {p_w} against {p_u} unweighted and {p_t} in a long "
-    "non-centred run, weighted mean tau {m_w} (unweighted {m_u}, truth {m_t}), Kish "
-    "ESS {ess} of 4000, weighted KSD {k_w} below its floor {k_f}."
+    "weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred "
+    "run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, "
+    "weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the "
+    "truth while their own KSD said the fit improved."
 )
 
 stein_weights.__doc__ = stein_weights.__doc__.format(
