@@ -232,7 +232,7 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
             )
     for points, corrected_ksd, label in ksd_checks:
         threshold = ksd_null_threshold(points)
-        checks.ksd_far_threshold = threshold
+        checks.ksd_far_threshold = float(np.fmax(checks.ksd_far_threshold, threshold))
         if isinstance(corrected_ksd, numbers.Real) and corrected_ksd > threshold:
             checks.ksd_far_above_floor = True
             floor = float(np.sqrt(points.diagonal.mean() / points.n))
