@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_scores.py            # warm timings, default compile mode
     python benchmarks/bench_scores.py --cold     # also: first call on an empty compile cache
     python benchmarks/bench_scores.py --modes CVM NUMBA --cold
+    python benchmarks/bench_scores.py --lkj lkj4-mvnormal lkj3 --modes CVM NUMBA --repeats 3
 
 "First call, cold" runs in a fresh subprocess whose PyTensor and Numba caches point to
 an empty temporary directory, so it includes compiling every C/Numba op from scratch.
@@ -99,13 +100,156 @@ def warm(mode, repeats):
     return first, float(np.median(score_times)), float(np.median(total_times))
 
 
+# --------------------------------------------------------------------------------------
+# The LKJ models of issue 21: batched vs per-draw, first call per mode, stored scores
+# --------------------------------------------------------------------------------------
+
+# name -> (LKJ dimension, observations, chains, draws)
+LKJ_MODELS = {"lkj4-mvnormal": (4, 100, 4, 500), "lkj3": (3, 100, 4, 1000)}
+
+
+def build_lkj(name):
+    """LKJCholeskyCov + MvNormal, and a trace of exact prior draws (no sampling)."""
+    import pymc as pm
+    import xarray as xr
+
+    n, n_obs, n_chain, n_draw = LKJ_MODELS[name]
+    rng = np.random.default_rng(21)
+    y = rng.standard_normal((n_obs, n)) @ np.tril(0.3 * np.ones((n, n)) + np.eye(n)).T
+    with pm.Model() as model:
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=n, eta=2.0, sd_dist=pm.Exponential.dist(1.0))
+        mu = pm.Normal("mu", 0.0, 2.0, shape=n)
+        pm.MvNormal("y", mu=mu, chol=chol, observed=y)
+    values = pm.draw(model.free_RVs, draws=n_chain * n_draw, random_seed=3,
+                     mode="FAST_COMPILE")
+    posterior = xr.Dataset({
+        rv.name: (("chain", "draw", f"{rv.name}_dim_0"),
+                  np.asarray(value).reshape(n_chain, n_draw, -1))
+        for rv, value in zip(model.free_RVs, values)
+    })
+    try:
+        trace = xr.DataTree.from_dict({"posterior": posterior})
+        import arviz
+
+        if int(arviz.__version__.split(".")[0]) < 1:
+            trace = arviz.InferenceData(posterior=posterior)
+    except ImportError:
+        trace = xr.DataTree.from_dict({"posterior": posterior})
+    return model, trace
+
+
+def _median_time(function, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), times
+
+
+def lkj_run(name, mode, repeats):
+    """One process: every timing of one LKJ model under one compile mode; returns a dict."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import steindiag
+    from steindiag.inputs import _pymc, read_input
+
+    model, trace = build_lkj(name)
+    mode = None if mode == "default" else mode
+    kwargs = {} if mode is None else {"compile_mode": mode}
+    out = {}
+    start = time.perf_counter()
+    steindiag.ksd(trace, model, **kwargs)  # compiles: transforms, scores, engine
+    out["first ksd(model=)"] = time.perf_counter() - start
+    layout = _pymc.model_layout(model)
+    flat = read_input(trace, model, need_score=False, **kwargs).draws
+    flat = flat.reshape(-1, flat.shape[2])
+    run_mode = _pymc.default_compile_mode() if mode is None else mode
+    for strategy in ("batched", "per-draw"):
+        start = time.perf_counter()
+        _pymc.model_scores(model, layout, flat, mode=run_mode, strategy=strategy,
+                           progress=False)
+        out[f"{strategy}: first"] = time.perf_counter() - start
+        out[f"{strategy}: warm"], _ = _median_time(
+            lambda: _pymc.model_scores(model, layout, flat, mode=run_mode, strategy=strategy,
+                                       progress=False), repeats)
+    # The peer: PyMC's own per-draw loop over model.compile_dlogp() (default mode).
+    dlogp = model.compile_dlogp(jacobian=True, **({} if mode is None else {"mode": mode}))
+    points = [{var.value_name: row[a:b].reshape(var.value_shape)
+               for var, a, b in _spans(layout)} for row in flat]
+    out["compile_dlogp loop: warm"], _ = _median_time(
+        lambda: [dlogp(point) for point in points], repeats)
+    _pymc._COMPILED.get(model, {}).pop(("strategy", _pymc._layout_key(layout),
+                                        _pymc._mode_key(run_mode)), None)
+    start = time.perf_counter()
+    scored, used = _pymc.model_scores(model, layout, flat, mode=run_mode, progress=False,
+                                      return_strategy=True)
+    out["auto (times both, then runs)"] = time.perf_counter() - start
+    out["auto chose"] = used
+    out["ksd(model=): warm"], _ = _median_time(lambda: steindiag.ksd(trace, model, **kwargs),
+                                               repeats)
+    scored_trace = steindiag.add_scores(trace, model, **kwargs)
+    out["ksd(stored scores): warm"], _ = _median_time(lambda: steindiag.ksd(scored_trace),
+                                                      repeats)
+    out["stored / model="] = out["ksd(stored scores): warm"] / out["ksd(model=): warm"]
+    return out
+
+
+def _spans(layout):
+    start = 0
+    for var in layout:
+        yield var, start, start + var.size
+        start += var.size
+
+
+def lkj_main(args):
+    import json
+
+    import pymc
+    import pytensor
+
+    print(f"python {sys.version.split()[0]}, pymc {pymc.__version__}, pytensor "
+          f"{pytensor.__version__}")
+    for name in args.lkj:
+        n, n_obs, n_chain, n_draw = LKJ_MODELS[name]
+        print(f"\n{name}: LKJCholeskyCov(n={n}) + MvNormal, {n_obs} observations, "
+              f"{n_chain} x {n_draw} draws, d = {n * (n + 1) // 2 + n}")
+        for mode in args.modes:
+            label = mode or "default"
+            command = [sys.executable, __file__, "--_lkj_child", name, label,
+                       "--repeats", str(args.repeats)]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, check=True,
+                                      timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                print(f"  [{label}] did not finish within {args.timeout} s")
+                continue
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            for key, value in result.items():
+                shown = f"{value:.3f}" if isinstance(value, float) else value
+                print(f"  [{label}] {key}: {shown}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", nargs="*", default=[None])
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--lkj", nargs="*", default=None, choices=list(LKJ_MODELS),
+                        help="time the LKJ models of issue 21 instead (one process per mode)")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--_lkj_child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args._lkj_child is not None:
+        import json
+
+        print(json.dumps(lkj_run(*args._lkj_child, args.repeats)))
+        return
+    if args.lkj is not None:
+        lkj_main(args)
+        return
     if args._child is not None:
         print(first_call(None if args._child == "default" else args._child))
         return

@@ -7,6 +7,7 @@ from steindiag.gof import ksd_test
 from steindiag._mmd import mmd
 from steindiag._diagnose import Diagnosis, diagnose
 from steindiag.estimation import MinKSDFit, min_ksd_fit
+from steindiag.scores import add_scores
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.variational import SteinVariational, stein_variational
@@ -26,6 +27,7 @@ __all__ = [
     "Diagnosis",
     "ksd",
     "ksd_path",
+    "add_scores",
     "ksd_test",
     "mmd",
     "plot_ksd",

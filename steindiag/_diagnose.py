@@ -21,6 +21,7 @@ from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
 from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
 from steindiag.inputs._arrays import array_sample_dims
+from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.stats import verdict as rules
@@ -29,12 +30,14 @@ from steindiag.stats.ksd import ksd_iid
 __all__ = ["diagnose", "Diagnosis"]
 
 _ESTIMATORS = ("auto", "exact", "nystrom")
-# Warnings of the pieces that the verdict reports itself (as "inconclusive" and its reason).
-_REPORTED = r"(ksd_test: chains|mmd: blocks)"
+# Warnings of the pieces that the verdict reports itself (as "inconclusive" and its reason),
+# or that diagnose has already given when it read the input (zero score columns).
+_REPORTED = r"(ksd_test: chains|mmd: blocks|the score is exactly 0)"
 
-# Parameters shared with ksd, without the engine's method/progress options.
+# Parameters shared with ksd, without the engine's method/progress options and the
+# estimator's (documented in diagnose's own words).
 _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
-               + _COMMON_PARAMETERS.split("    space :")[1].rstrip())
+               + _COMMON_PARAMETERS.split("    space :")[1].split("    estimator :")[0].rstrip())
 
 
 class Diagnosis(xr.Dataset):
@@ -46,24 +49,31 @@ class Diagnosis(xr.Dataset):
 
     __slots__ = ()
 
+    def _report(self):
+        """The report written from the data (so a selection reports what it holds), or None."""
+        try:
+            return report(self)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            return None
+
     def __repr__(self):
-        report = self.attrs.get("report")
-        if not isinstance(report, str):
+        text = self._report()
+        if text is None:
             return xr.Dataset.__repr__(self)
-        return report + "\n\n" + xr.Dataset.__repr__(self)
+        return text + "\n\n" + xr.Dataset.__repr__(self)
 
     def _repr_html_(self):
-        report = self.attrs.get("report")
+        text = self._report()
         html = xr.Dataset._repr_html_(self)
-        if not isinstance(report, str):
+        if text is None:
             return html
         from html import escape
 
-        return f"<pre>{escape(report)}</pre>" + html
+        return f"<pre>{escape(text)}</pre>" + html
 
 
-def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, missing_mass,
-                 rng):
+def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks,
+                 missing_mass, rng):
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
     for name, value in (("n_bootstrap", n_bootstrap), ("n_permutations", n_permutations)):
@@ -80,6 +90,8 @@ def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, mis
         )
     if not isinstance(estimator, str) or estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {list(_ESTIMATORS)}; got {estimator!r}.")
+    if n_landmarks is not None and estimator != "nystrom":
+        raise ValueError("n_landmarks applies only with estimator='nystrom'.")
     if not isinstance(missing_mass, (bool, np.bool_)):
         raise TypeError(f"missing_mass must be True or False; got {missing_mass!r}.")
     return float(alpha), n_bootstrap, n_permutations, check_rng(rng)
@@ -103,19 +115,22 @@ def _replicates(given, name, level):
     return int(given)
 
 
-def _choose_estimator(estimator, n_draws, d):
+def _choose_estimator(estimator, n_landmarks, n_draws, d):
     """The KSD estimator of the test: the one place where exact or Nystrom is chosen.
 
-    "auto" is the exact pass for now. When ``ksd_test`` gains ``estimator="nystrom"``,
-    "auto" will choose it here for N too large for the exact pass within a time budget.
-    Returns the keyword arguments for ``ksd_test`` (none for the exact pass).
+    "auto" is the exact pass for now; choosing ``ksd_test``'s ``estimator="nystrom"`` for N
+    too large for the exact pass within a time budget belongs here (and only here), once
+    its level and power at the sizes of interest are measured. Returns the keyword
+    arguments for ``ksd_test``.
     """
-    if estimator in ("auto", "exact"):
-        return {}
+    if estimator == "auto":
+        return {"estimator": "exact"}
+    if estimator == "nystrom":
+        return {"estimator": "nystrom", "n_landmarks": n_landmarks}
     return {"estimator": estimator}
 
 
-def _log_density_function(log_density, model, batched):
+def _log_density_function(log_density, model, batched, mode):
     """log p as a batched callable (n, d) -> (n,), or None; non-finite values as -inf."""
     if log_density is not None:
         def evaluate(points):
@@ -129,17 +144,17 @@ def _log_density_function(log_density, model, batched):
     if model is not None:
         from steindiag.inputs._pymc_functions import model_functions
 
-        return model_functions(model)[0]
+        return model_functions(model, mode=mode)[0]
     return None
 
 
-def _search(prepared, model, score, log_density, batched, kernel, pre, level, rng):
+def _search(prepared, model, score, log_density, batched, kernel, pre, level, rng, mode):
     """The missing-mass search, or (None, why it was not run)."""
-    log_p = _log_density_function(log_density, model, batched)
+    log_p = _log_density_function(log_density, model, batched, mode)
     if log_p is None:
         return None, ("no log density: pass a PyMC model or log_density= (a callable on an "
                       "(n, d) batch)")
-    score_fn = score_function(score, model, batched=batched)
+    score_fn = score_function(score, model, batched=batched, mode=mode)
     if score_fn is None:
         return None, ("the score is an array, so it cannot be evaluated at new points: pass "
                       "score= as a callable")
@@ -169,7 +184,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
              n_bootstrap=None, n_permutations=None, missing_mass=True, batched=True,
              kernel="imq", c=None, beta=None, preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             estimator="auto", client=None):
+             estimator="auto", n_landmarks=None, client=None, compile_mode=None):
     """Can these draws be trusted? A verdict per chain and pooled, with its evidence.
 
     Parameters
@@ -198,7 +213,9 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         Search for unvisited modes when log p is available (it costs optimiser runs: a
         few thousand log p and score evaluations at single points).
     estimator : {{"auto", "exact", "nystrom"}}, default "auto"
-        KSD estimator of the test; "auto" is the exact pass (see ``ksd_test``).
+        KSD estimator of the test (see :func:`ksd_test`); "auto" is the exact pass.
+    n_landmarks : int, optional
+        Landmarks for ``estimator="nystrom"`` (as in :func:`ksd_test`).
 
     Returns
     -------
@@ -268,12 +285,14 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     'does not fit'
     """
     alpha, n_bootstrap, n_permutations, rng = _diagnose_iv(
-        alpha, n_bootstrap, n_permutations, log_density, estimator, missing_mass, rng)
+        alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks, missing_mass,
+        rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
+    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     if is_labelled(data):
         has_chain_dim = True
@@ -300,7 +319,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                         bootstrap="wild" if has_chain_dim else "iid",
                         n_bootstrap=n_bootstrap, rng=rng, kernel=kernel,
                         preconditioner=preconditioner, client=client,
-                        **_choose_estimator(estimator, n_chain * n_draw, d))
+                        **_choose_estimator(estimator, n_landmarks, n_chain * n_draw, d))
         mmd_pvalue = np.full((n_chain, n_chain), np.nan)
         mmd_reliable = np.ones((n_chain, n_chain), dtype=bool)
         if n_chain > 1:
@@ -328,7 +347,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     search, not_run = None, "missing_mass=False"
     if missing_mass:
         search, not_run = _search(prepared, model, score, log_density, batched, kernel, pre,
-                                  level, rng)
+                                  level, rng, compile_mode)
     search_run = search is not None
     missing_found = bool(search_run and search.found)
     missing_summary = search.summary if search_run else ""

@@ -80,7 +80,8 @@ _COMMON_PARAMETERS = """\
         by position otherwise, ``x[0]``, ``x[1]``, ... for arrays.
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
-        space (value variables, ``model.logp(jacobian=True)``).
+        space (value variables, ``model.logp(jacobian=True)``). Not needed for a trace
+        that stores them (:func:`steindiag.add_scores`, nutpie's ``store_gradient``).
     compile_mode : str or pytensor.compile.mode.Mode, optional
         With ``model``: how PyTensor compiles the model's graphs (the score, and the
         map of stored constrained values to the unconstrained space): a mode name,

@@ -41,6 +41,9 @@ _MIN_BLOCKS = 10
 # partition of the rows into parts is static, so the sums are bitwise the same for any
 # number of threads up to _PARTS.
 _PARTS = 8
+# Relative spread below which a coordinate is constant up to round-off (a few thousand
+# ulp of float64): no parameter of a real posterior is that concentrated.
+_ROUND_OFF = 1e-12
 
 
 def _mmd_iv(n_permutations, block_length, rng):
@@ -75,6 +78,45 @@ def _prepare_draws(data, model, name, group, var_names, coords, sample_dims,
         if name == "data":
             raise
         raise type(err)(f"other: {err}") from err
+
+
+def _drop_constant(samples, parameters, preconditioner):
+    """Leave out coordinates constant over all draws: (samples, parameters, left out).
+
+    A coordinate with one value in every draw of every sample, up to round-off, adds
+    (almost) 0 to every distance x - y, so it does not change MMD; but it has no scale
+    for the preconditioner, or one made of round-off that "standardize" would blow up to
+    order 1 (e.g. the unit diagonal of an LKJ correlation matrix, a deterministic of a
+    trace read without its model, is 1 to within a few ulp). Kept when Lambda is given
+    as an array (its size fixes d).
+    """
+    if not isinstance(preconditioner, str):
+        return samples, parameters, []
+    d = samples[0].shape[2]
+    pooled = np.concatenate([s.reshape(-1, d) for s in samples], axis=0)
+    spread = pooled.max(axis=0) - pooled.min(axis=0)
+    constant = spread <= _ROUND_OFF * np.abs(pooled).max(axis=0)
+    if not constant.any():
+        return samples, parameters, []
+    names = [parameters[k] for k in np.flatnonzero(constant)]
+    if constant.all():
+        raise ValueError(
+            f"mmd: every coordinate of the draws is constant, with the same value (up to "
+            f"round-off) in every draw ({names[:10]}{'...' if len(names) > 10 else ''}): the samples are "
+            "equal, so MMD is 0 and there is nothing to compare."
+        )
+    warnings.warn(
+        f"mmd: {len(names)} coordinate(s) have one value in every draw (up to round-off), "
+        f"{names[:10]}"
+        f"{'...' if len(names) > 10 else ''}; they add nothing to MMD and are left out "
+        "(attrs['constant_parameters_left_out']). Usually a deterministic of the trace, "
+        "such as the unit diagonal of an LKJ correlation matrix; pass model= to compare "
+        "the model's free variables, or var_names= to choose the variables.",
+        UserWarning, stacklevel=3,
+    )
+    keep = np.flatnonzero(~constant)
+    return ([np.ascontiguousarray(s[:, :, keep]) for s in samples],
+            [parameters[k] for k in keep], names)
 
 
 def _match_parameters(prepared, prepared_other, both_labelled):
@@ -178,7 +220,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         ``res.pvalue`` or ``res["pvalue"]`` reads them and selecting a pair
         (``res.sel(chain=0, chain_other=2)``) keeps its p-value with it.
         ``attrs`` record the kernel, c, beta, the preconditioner, the sizes, the block
-        length and the autocorrelation time it came from.
+        length and the autocorrelation time it came from, the trace's ``group``, and
+        ``constant_parameters_left_out`` (see Warns).
 
         A DataArray rather than a Dataset because the result is one matrix: it can be
         indexed, compared and plotted as such (``res > 0.1``, ``res.max()``), while
@@ -186,6 +229,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
 
     Warns
     -----
+    UserWarning
+        When coordinates have one value in every draw of both samples, up to round-off
+        (a trace's deterministic, e.g. the unit diagonal of an LKJ correlation matrix,
+        read without ``model=``): they change no distance, so they are left out (unless
+        the preconditioner is given as an array).
     UserWarning
         With permutations, when a chain has fewer than 10 blocks: its chains are too
         short for their autocorrelation, and the p-values are unreliable
@@ -265,8 +313,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
             "data has one chain: pass other= (a second sample), or data with at least 2 "
             "chains to compare the chains with each other."
         )
+    samples, parameters, constant = _drop_constant(samples, list(prepared.parameter),
+                                                   preconditioner)
+    d = len(parameters)
     pooled = np.concatenate([s.reshape(-1, d) for s in samples], axis=0)
-    pre = make_preconditioner(preconditioner, pooled, prepared.parameter)
+    pre = make_preconditioner(preconditioner, pooled, parameters)
 
     tau = np.nan
     if n_permutations == 0:
@@ -313,7 +364,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         **kernel.parameters(),
         **pre.attrs(),
         "n_parameter": d,
-        "parameters": list(prepared.parameter),
+        "parameters": parameters,
+        "constant_parameters_left_out": constant,
         **provenance(prepared.attrs),
         "n_permutations": n_permutations,
     }

@@ -156,6 +156,15 @@ def test_one_chain_and_same_seed():
     assert first.attrs["n_tests"] == 2
 
 
+def test_estimator_is_passed_to_the_test():
+    x = np.random.default_rng(10).standard_normal((2, 300, 2))
+    # Truth: the estimator chosen is the one ksd_test ran with (recorded in its attrs);
+    # "auto" is the exact pass.
+    assert steindiag.diagnose(x, score=-x, rng=0).attrs["estimator"] == "exact"
+    assert steindiag.diagnose(x, score=-x, rng=0,
+                              estimator="nystrom").attrs["estimator"] == "nystrom"
+
+
 def test_sticky_chains_are_inconclusive_not_fits():
     rng = np.random.default_rng(7)
     x = np.empty((4, 300, 1))
@@ -182,6 +191,8 @@ def test_sticky_chains_are_inconclusive_not_fits():
         ({"kernel": "cosine"}, ValueError, "kernel"),
         ({"preconditioner": "wide"}, ValueError, "preconditioner"),
         ({"rng": "seed"}, TypeError, "rng"),
+        ({"n_landmarks": 10}, ValueError, "n_landmarks"),
+        ({"compile_mode": "FAST_RUN"}, (TypeError, ValueError), "compile_mode"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):

@@ -338,3 +338,128 @@ def test_plot_ksd_collection_floor_has_its_chains_colour(binomial):
         assert len(set(colours)) == path.sizes["chain"]
     finally:
         plt.close("all")
+
+
+# --------------------------------------------------------------------------------------
+# mmd without a model: constant deterministics (LKJ's unit diagonal) are left out
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lkj():
+    """A 2-d LKJCholeskyCov + MvNormal model: chol_corr has a constant unit diagonal."""
+    observed = np.random.default_rng(0).standard_normal((20, 2))
+    with pm.Model() as model:
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=2, eta=2.0,
+                                       sd_dist=pm.Exponential.dist(1.0), compute_corr=True)
+        pm.MvNormal("obs", mu=np.zeros(2), chol=chol, observed=observed)
+    return model, _sample(model, 6)
+
+
+def _flat_posterior(trace):
+    """(chain, draw, d) of every posterior variable, in the trace's order, with labels."""
+    posterior = _group(trace, "posterior")
+    blocks, labels = [], []
+    for name, variable in posterior.data_vars.items():
+        other = [dim for dim in variable.dims if dim not in ("chain", "draw")]
+        values = variable.transpose("chain", "draw", *other).values
+        blocks.append(values.reshape(*values.shape[:2], -1))
+        labels.extend(f"{name}[{i}]" for i in range(blocks[-1].shape[2]))
+    return np.concatenate(blocks, axis=2), labels
+
+
+def test_mmd_without_model_leaves_out_constant_coordinates(lkj):
+    # Truth: the trace's own values: chol_corr[0, 0] and chol_corr[1, 1] are 1 at every
+    # draw up to round-off (a few ulp); MMD of the array with those columns removed by hand.
+    _, idata = lkj
+    corr = _group(idata, "posterior")["chol_corr"].values
+    np.testing.assert_allclose(corr[:, :, [0, 1], [0, 1]], 1.0, rtol=0, atol=1e-14)
+    with pytest.warns(UserWarning, match=r"mmd: 2 coordinate\(s\) have one value") as record:
+        result = steindiag.mmd(idata)
+    assert not any("KSD" in str(w.message) for w in record)
+    assert result.attrs["constant_parameters_left_out"] == ["chol_corr[0, 0]",
+                                                            "chol_corr[1, 1]"]
+    assert result.attrs["n_parameter"] == len(result.attrs["parameters"])
+    flat, labels = _flat_posterior(idata)
+    unit = [labels.index("chol_corr[0]"), labels.index("chol_corr[3]")]  # (0, 0), (1, 1)
+    varying = np.delete(flat, unit, axis=2)
+    expected = steindiag.mmd(varying)
+    np.testing.assert_allclose(result.values, expected.values, rtol=1e-12, atol=1e-15)
+
+
+def test_mmd_constant_coordinates_change_nothing(lkj):
+    # Truth: a coordinate equal in every draw adds 0 to every (x - y), so with Lambda = I
+    # given as an array (nothing left out) MMD is the same as with them left out.
+    _, idata = lkj
+    flat, _ = _flat_posterior(idata)
+    with pytest.warns(UserWarning, match="left out"):
+        identity = steindiag.mmd(idata, preconditioner="identity")
+    kept_all = steindiag.mmd(flat, preconditioner=np.ones(flat.shape[2]))
+    np.testing.assert_allclose(identity.values, kept_all.values, rtol=1e-12, atol=1e-15)
+
+
+def test_mmd_with_model_compares_the_free_variables(lkj):
+    # Truth: the model's value variables (here 'chol_cholesky-cov-packed__', 3 entries)
+    # vary, so nothing is left out and nothing warns.
+    model, idata = lkj
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        result = steindiag.mmd(idata, model=model)
+    assert result.attrs["constant_parameters_left_out"] == []
+    assert result.attrs["n_parameter"] == 3
+
+
+def test_mmd_all_constant_names_mmd():
+    # Truth: equal samples; the message names MMD, not KSD.
+    with pytest.raises(ValueError, match="mmd: every coordinate") as info:
+        steindiag.mmd(np.ones((2, 30, 2)))
+    assert "KSD" not in str(info.value)
+
+
+# --------------------------------------------------------------------------------------
+# pm.set_data that leaves the model inconsistent: a clear error
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def regression():
+    """obs ~ N(b * x, 1) with x and y as pm.Data (5 points)."""
+    with pm.Model() as model:
+        x = pm.Data("x", np.arange(5.0))
+        y = pm.Data("y", np.array([0.1, 1.2, 1.9, 3.2, 3.9]))
+        b = pm.Normal("b", 0.0, 2.0)
+        pm.Normal("obs", b * x, 1.0, observed=y)
+    return model, _sample(model, 7)
+
+
+@pytest.mark.parametrize("function", ["ksd", "stein_weights"])
+def test_set_data_of_some_shapes_gives_a_clear_error(regression, function):
+    # Truth: after pm.set_data({"x": 7 values}) the mean has 7 entries and the observed
+    # y still 5: the model's own log p has no value.
+    model, idata = regression
+    try:
+        with model:
+            pm.set_data({"x": np.arange(7.0)})
+        with pytest.raises(ValueError, match="cannot be evaluated with its current data") \
+                as info, pytest.warns(UserWarning, match="differ from the trace"):
+            getattr(steindiag, function)(idata, model)
+        message = str(info.value)
+        assert "x (7,)" in message and "y (5,)" in message and "pm.set_data" in message
+    finally:
+        with model:
+            pm.set_data({"x": np.arange(5.0)})
+
+
+def test_set_data_consistent_is_not_an_error(regression):
+    # Truth: x and y set together (7 points each) make a consistent model: scores exist,
+    # and the data-differ warning still says the trace was drawn with other data.
+    model, idata = regression
+    try:
+        with model:
+            pm.set_data({"x": np.arange(7.0), "y": np.arange(7.0)})
+        with pytest.warns(UserWarning, match="differ from the trace"):
+            result = steindiag.ksd(idata, model)
+        assert np.isfinite(result["ksd_pooled"].item())
+    finally:
+        with model:
+            pm.set_data({"x": np.arange(5.0), "y": np.array([0.1, 1.2, 1.9, 3.2, 3.9])})

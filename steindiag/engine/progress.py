@@ -37,7 +37,7 @@ def _interactive():
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
-def make_progress(progress, total, expected_seconds, desc="Stein kernel pass"):
+def make_progress(progress, total, expected_seconds, desc="Stein kernel pass", unit="pair"):
     """A bar with ``update(n)``/``close()``, or None.
 
     ``progress`` is True (always), False (never) or None (only when interactive and the
@@ -51,4 +51,4 @@ def make_progress(progress, total, expected_seconds, desc="Stein kernel pass"):
         from tqdm.auto import tqdm
     except ImportError:
         return _TextBar(total, desc)
-    return tqdm(total=total, desc=desc, unit="pair", unit_scale=True, leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)

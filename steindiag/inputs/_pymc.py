@@ -12,9 +12,17 @@ Data flow::
 
 Both graphs are built once per model on the *core* (one-draw) shapes, differentiated,
 and then vectorised over a leading draw dimension with
-``pytensor.graph.replace.vectorize_graph``; they are evaluated on chunks of draws, never
-in a Python loop per draw. Compiled functions are cached per model.
+``pytensor.graph.replace.vectorize_graph``; they are evaluated on chunks of draws.
+Compiled functions are cached per model.
+
+For some models the vectorised graph runs slower than PyTensor's one-draw graph called
+once per draw (an ``LKJCholeskyCov`` whose batched Cholesky ops run as a loop inside
+the graph, see benchmarks/bench_scores.py): the score pass then times a chunk both ways
+and keeps the faster (``strategy="auto"``). Both are the gradient of the same core
+graph, so they give the same numbers in the same layout.
 """
+
+import time
 
 import warnings
 import weakref
@@ -31,7 +39,10 @@ __all__ = [
     "model_log_density",
     "check_model_data",
     "default_compile_mode",
+    "STRATEGIES",
 ]
+
+STRATEGIES = ("auto", "batched", "per-draw")
 
 # Elements per intermediate array used to size chunks of draws (256 KB in float64):
 # measured, chunks whose intermediates stay this small run 2-3x faster than one big
@@ -279,13 +290,13 @@ def _flat(parts):
     return pt.concatenate([pt.cast(part, "float64").ravel() for part in parts])
 
 
-def _batched_log_density(model, layout):
-    """Batch placeholders (one per value variable) and log p of each draw, (n,).
+def _core_log_density(model, layout):
+    """Core placeholders (one per value variable, one draw) and log p at them, a scalar.
 
-    log p = ``model.logp(jacobian=True)`` is built for one draw on core placeholders
-    and vectorised over a leading draw axis.
+    log p = ``model.logp(jacobian=True)``: the density of the value variables, the
+    log-Jacobian of every transform included.
     """
-    from pytensor.graph.replace import graph_replace, vectorize_graph
+    from pytensor.graph.replace import graph_replace
 
     core = [
         _core_placeholder(var.value_shape, var.value.type.dtype, var.value_name) for var in layout
@@ -298,8 +309,37 @@ def _batched_log_density(model, layout):
         strict=False,
     )
     [logp] = _inline_op_from_graph(_lower_xtensor([logp]))
+    return core, logp
+
+
+def _batched_log_density(model, layout):
+    """Batch placeholders (one per value variable) and log p of each draw, (n,).
+
+    The core graph of :func:`_core_log_density`, vectorised over a leading draw axis.
+    """
+    from pytensor.graph.replace import vectorize_graph
+
+    core, logp = _core_log_density(model, layout)
     batch = _batch_placeholders(core)
     return batch, vectorize_graph(logp, replace=dict(zip(core, batch)))
+
+
+def _build_per_draw_function(model, layout, mode):
+    """Compile one draw -> [grad log p (d,), log p ()], on the core graph itself.
+
+    The graph ``model.compile_dlogp`` compiles, on the same core placeholders as the
+    batched function: value variables in layout order, each flattened in C order.
+    """
+    import pytensor
+    import pytensor.tensor as pt
+
+    core, logp = _core_log_density(model, layout)
+    grads = pytensor.grad(logp, core)
+    scores = _flat(grads)
+    function = pytensor.function(core, [scores, pt.cast(logp, "float64")], mode=mode,
+                                 on_unused_input="ignore")
+    function.trust_input = True  # inputs are built by value_inputs: right dtype and shape
+    return function
 
 
 def _build_score_function(model, layout, mode):
@@ -494,20 +534,164 @@ def value_inputs(layout, flat_draws):
     return inputs
 
 
-def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode):
-    """[grad log p (N, d), log p (N, 1)] from the one cached, vectorised score graph."""
+# The per-draw loop costs at least a Python call per draw (about 10-30 us with PyTensor's
+# function overhead): a batched graph faster than this per draw is never timed against it.
+_PER_DRAW_FLOOR_SECONDS = 1e-5
+# Draws below which "auto" does not time the two strategies (both take well under 1 s).
+_AUTO_MIN_DRAWS = 512
+# Draws of the per-draw loop timed against one batched chunk.
+_PROBE_DRAWS = 64
+
+
+class _ScorePass:
+    """The score pass over N draws: chunks of the batched graph or a loop of the core one.
+
+    ``run()`` fills ``scores`` (N, d) and ``log_density`` (N, 1) chunk by chunk; a
+    KeyboardInterrupt between chunks propagates (the progress bar is closed first).
+    """
+
+    def __init__(self, model, layout, flat_draws, chunk_size, mode, strategy, progress):
+        self.model, self.layout, self.mode = model, layout, mode
+        self.n_draws, d = flat_draws.shape
+        self.inputs = value_inputs(layout, flat_draws)
+        self.chunk_size = (chunk_size_for(model, layout, self.n_draws) if chunk_size is None
+                           else int(chunk_size))
+        self.scores = np.empty((self.n_draws, d))
+        self.log_density = np.empty((self.n_draws, 1))
+        self.strategy, self.progress, self.done, self.bar = strategy, progress, 0, None
+
+    def _function(self, kind):
+        key = (kind, _layout_key(self.layout), _mode_key(self.mode))
+        build = _build_score_function if kind == "score" else _build_per_draw_function
+        return _cached(self.model, key, lambda: build(self.model, self.layout, self.mode))
+
+    def _batched(self, stop):
+        function, start = self._function("score"), self.done
+        results = function(*[array[start:stop] for array in self.inputs])
+        self.scores[start:stop], self.log_density[start:stop] = results
+        self._advance(stop)
+
+    def _per_draw(self, stop):
+        function = self._function("per-draw")
+        for row in range(self.done, stop):
+            score, logp = function(*[array[row, ...] for array in self.inputs])
+            self.scores[row], self.log_density[row, 0] = score, logp
+        self._advance(stop)
+
+    def _advance(self, stop):
+        if self.bar is not None:
+            self.bar.update(stop - self.done)
+        self.done = stop
+
+    def _timed(self, step, n):
+        start = time.perf_counter()
+        step(min(self.done + n, self.n_draws))
+        return (time.perf_counter() - start) / max(n, 1)
+
+    def _choose(self):
+        """Time a batched chunk and a few per-draw calls on the first draws; keep the faster."""
+        remembered = _COMPILED.get(self.model, {}).get(
+            ("strategy", _layout_key(self.layout), _mode_key(self.mode)))
+        if remembered is not None:
+            return remembered, None
+        if self.n_draws < _AUTO_MIN_DRAWS:
+            return "batched", None
+        chunk = min(self.chunk_size, max(1, self.n_draws // 8))
+        self._batched(min(chunk, self.n_draws))  # first call: allocations, not timed
+        batched = self._timed(self._batched, chunk)
+        if batched < _PER_DRAW_FLOOR_SECONDS:
+            chosen = "batched"
+        else:
+            self._per_draw(self.done + 1)
+            per_draw = self._timed(self._per_draw, _PROBE_DRAWS)
+            chosen = "per-draw" if per_draw < batched else "batched"
+            batched = min(batched, per_draw)
+        _COMPILED.setdefault(self.model, {})[
+            ("strategy", _layout_key(self.layout), _mode_key(self.mode))] = chosen
+        return chosen, batched
+
+    def run(self):
+        from steindiag.engine.progress import make_progress
+
+        chosen, seconds_per_draw = self.strategy, None
+        try:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                if chosen == "auto":
+                    chosen, seconds_per_draw = self._choose()
+                step = self._batched if chosen == "batched" else self._per_draw
+                if seconds_per_draw is None and self.progress is not False:
+                    seconds_per_draw = self._timed(step, self.chunk_size)
+                if self.done < self.n_draws and self.progress is not False:
+                    expected = seconds_per_draw * (self.n_draws - self.done)
+                    self.bar = make_progress(self.progress, self.n_draws, expected,
+                                             desc=f"PyMC scores ({chosen})", unit="draw")
+                    if self.bar is not None and self.done:
+                        self.bar.update(self.done)
+                # Per-draw chunks as long as a batched one: Ctrl-C is seen between them.
+                while self.done < self.n_draws:
+                    step(min(self.done + self.chunk_size, self.n_draws))
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        self.chosen = chosen
+        return self
+
+
+def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode, strategy="auto",
+                            progress=None):
+    """[grad log p (N, d), log p (N, 1)] and the strategy used, from the cached graphs."""
     mode = default_compile_mode() if mode is None else mode
-    key = ("score", _layout_key(layout), _mode_key(mode))
-    function = _cached(model, key, lambda: _build_score_function(model, layout, mode))
-    n_draws, d = flat_draws.shape
-    inputs = value_inputs(layout, flat_draws)
-    if chunk_size is None:
-        chunk_size = chunk_size_for(model, layout, n_draws)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _evaluate_in_chunks(function, inputs, n_draws, [d, 1], chunk_size)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}.")
+    try:
+        done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy, progress).run()
+    except (ValueError, IndexError, AssertionError) as err:
+        if not _is_shape_error(err):
+            raise
+        raise ValueError(_inconsistent_data_message(model, err)) from err
+    return done.scores, done.log_density, done.chosen
 
 
-def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
+# Words of PyTensor's (C, Python and Numba backends) errors when the shapes of a graph's
+# inputs cannot be combined.
+_SHAPE_WORDS = ("dimension mismatch", "shape", "broadcast", "size", "dimensions")
+
+
+def _is_shape_error(err):
+    message = str(err).lower()
+    return any(word in message for word in _SHAPE_WORDS)
+
+
+def _data_shapes(model):
+    """'name (shape)' of each observed value and pm.Data of ``model``, as it is now."""
+    shapes = {}
+    for rv in model.observed_RVs:
+        value = _data_value(model.rvs_to_values[rv])
+        if value is not None:
+            shapes[rv.name] = f"{rv.name} {tuple(value.shape)} (observed)"
+    for data in getattr(model, "data_vars", []):
+        value = _data_value(data)
+        if value is not None and data.name not in shapes:
+            shapes[data.name] = f"{data.name} {tuple(value.shape)}"
+    return list(shapes.values())
+
+
+def _inconsistent_data_message(model, err):
+    """Why the model's log p could not be evaluated when its data's shapes do not fit."""
+    first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    shapes = _data_shapes(model)
+    now = f" The model's data now have shapes: {', '.join(shapes)}." if shapes else ""
+    return (
+        f"the model's log p cannot be evaluated with its current data: PyTensor says "
+        f"{first_line!r}.{now} The model itself is inconsistent, usually because "
+        "pm.set_data changed the shape of some data but not of the data that must match "
+        "them (e.g. the predictors but not the observed values): set them together, "
+        "pm.set_data({...all of them...}), or back to the data the trace was sampled with."
+    )
+
+
+def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None, strategy="auto",
+                 progress=None, return_strategy=False):
     """grad log p of ``model.logp(jacobian=True)`` at flat unconstrained draws.
 
     Parameters
@@ -521,18 +705,33 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None):
         that an intermediate array holds about 32k elements).
     mode : str, optional
         PyTensor compile mode (default :func:`default_compile_mode`).
+    strategy : {"auto", "batched", "per-draw"}, default "auto"
+        ``"batched"``: the graph vectorised over draws, on chunks; ``"per-draw"``: the
+        one-draw graph called once per draw (what ``model.compile_dlogp`` gives);
+        ``"auto"``: for 512 draws or more, time a chunk both ways (the per-draw way only
+        when the batched one costs more than 10 us a draw) and keep the faster; the
+        choice is remembered per model and mode.
+    progress : bool or None, default None
+        Progress bar on stderr; None: only when interactive and the pass is expected to
+        take more than a few seconds.
+    return_strategy : bool, default False
+        Also return the strategy used ("batched" or "per-draw").
 
     Returns
     -------
     ndarray of float64, shape (N, d)
+        (and the strategy used, if ``return_strategy``).
 
     Notes
     -----
     One graph, grad of log p with respect to the value variables, is built for a single
-    draw and vectorised over a leading draw axis; it is compiled once per model and mode
-    and cached. Memory: O(chunk_size * (d + size of the observed data)).
+    draw; the batched strategy vectorises it over a leading draw axis. Each function
+    is compiled once per model and mode and cached. Ctrl-C stops the pass between
+    chunks. Memory: O(chunk_size * (d + size of the observed data)).
     """
-    return _scores_and_log_density(model, layout, flat_draws, chunk_size, mode)[0]
+    scores, _, chosen = _scores_and_log_density(model, layout, flat_draws, chunk_size, mode,
+                                                strategy, progress)
+    return (scores, chosen) if return_strategy else scores
 
 
 def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):

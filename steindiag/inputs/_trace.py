@@ -451,6 +451,44 @@ def _nutpie_stats(data, stats_group, coords, sample_dims, chain, draw):
     return out[0], out[1]
 
 
+# steindiag.add_scores writes nutpie's layout, plus the labels steindiag gives the value
+# variables (a coordinate along the parameter dim) and its provenance (the gradient's attrs).
+_STORED_LABEL = "parameter_label"
+_STORED_MARK = "steindiag_add_scores"
+
+
+def _written_by_add_scores(gradient):
+    return gradient is not None and _STORED_MARK in gradient.attrs
+
+
+def _stored_score_attrs(gradient, stats_group):
+    """Provenance of scores stored by ``add_scores``, for the result's attrs."""
+    kept = ("space", "log_density", "jacobian", "free_variables", "value_variables",
+            "transforms", "pytensor_mode", "score_strategy", "steindiag_version")
+    attrs = {key: gradient.attrs[key] for key in kept if key in gradient.attrs}
+    attrs["space"] = "unconstrained"
+    attrs["scores_from"] = f"{stats_group}['gradient'] (steindiag.add_scores)"
+    return attrs
+
+
+def _check_stored_selection(coords, var_names, sample_dims):
+    """Stored unconstrained draws are one vector per draw: only chain/draw can be selected."""
+    if var_names is not None:
+        raise ValueError(
+            f"var_names={var_names} cannot be used on a trace with stored scores "
+            "(steindiag.add_scores): the score of a model involves all its free variables, "
+            "so the stored vectors are used whole."
+        )
+    other = [dim for dim in coords or {} if dim not in sample_dims]
+    if other:
+        raise ValueError(
+            f"coords selects along {other}, but the draws are the trace's stored "
+            "unconstrained vectors (steindiag.add_scores), which can only be selected by "
+            f"{list(sample_dims)}; a selection of some elements of a variable has no score of "
+            "its own. Select chains and draws only, or use the trace without stored scores."
+        )
+
+
 def _nutpie_labels(layout):
     """nutpie's labels of the unconstrained vector: ``name`` or ``name_i.j``."""
     labels = []
@@ -911,6 +949,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             data, model, posterior, pair, chain, draw, coords=coords, group=group,
             sample_dims=sample_dims, chunk_size=chunk_size, compile_mode=compile_mode,
         )
+        nutpie_gradient = _nutpie_stats(data, stats_group, coords, sample_dims, chain,
+                                        draw)[1]
 
         def scores():
             if score is not None:
@@ -918,6 +958,9 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                 return _user_scores(score, draws, labels, names, chain, draw, sample_dims,
                                     batched=batched, chunk_size=chunk_size)
             if nutpie_scores is not None:
+                if _written_by_add_scores(nutpie_gradient):
+                    attrs.update(_stored_score_attrs(nutpie_gradient, stats_group))
+                    return nutpie_scores, "stored"
                 attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
                 return nutpie_scores, "nutpie"
             from steindiag.inputs import _pymc
@@ -929,9 +972,12 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             return flat.reshape(draws.shape), "pymc"
     else:
         nutpie_draw, nutpie_gradient = None, None
-        if score is None and need_score:
+        if score is None and (need_score or var_names is None):
             nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords,
                                                          sample_dims, chain, draw)
+            if not need_score and not _written_by_add_scores(nutpie_gradient):
+                # Draws only (mmd): a nutpie trace keeps its stored constrained variables.
+                nutpie_draw, nutpie_gradient = None, None
         if nutpie_draw is not None and nutpie_gradient is not None:
             if space == "constrained":
                 raise ValueError(
@@ -947,9 +993,15 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                 gradient = nutpie_gradient.sel({parameter_dim: nutpie_draw[parameter_dim].values})
             attrs = {"space": "unconstrained",
                      "scores_from": "sample_stats['gradient'] (nutpie store_gradient=True)"}
+            source = "nutpie"
+            if _written_by_add_scores(nutpie_gradient):
+                _check_stored_selection(coords, var_names, sample_dims)
+                labels = [str(v) for v in nutpie_draw[_STORED_LABEL].values]
+                attrs = _stored_score_attrs(nutpie_gradient, stats_group)
+                source = "stored"
 
             def scores():
-                return np.asarray(gradient.values, dtype=np.float64), "nutpie"
+                return np.asarray(gradient.values, dtype=np.float64), source
         elif score is None and need_score:
             raise TypeError(
                 "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
