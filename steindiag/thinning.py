@@ -369,7 +369,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
         data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
         score=score, log_density=log_density if callable(log_density) else None,
         batched=batched, kernel=kernel, preconditioner=pre,
-        missing_mass=missing_mass, rng=rng,
+        missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
         ksd_checks=[(points.subset(selected), float(ksd_path[-1]), "thinned points'")],
     )
     attrs = {

@@ -304,7 +304,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     checks = check_correction(
         data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
         score=score, log_density=log_density, batched=batched, kernel=kernel,
-        preconditioner=pre, missing_mass=missing_mass, rng=rng, ksd_checks=ksd_checks,
+        preconditioner=pre, missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
+        ksd_checks=ksd_checks,
     )
     pooled = weights / weights.sum()
     attrs = {
