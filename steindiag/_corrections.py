@@ -156,7 +156,7 @@ def _divergences(data, group, prepared, sample_dims):
 
 def check_correction(*, data, group, sample_dims, prepared, model=None, score=None,
                      log_density=None, batched=True, kernel, preconditioner, missing_mass,
-                     rng=None, ksd_checks=()):
+                     rng=None, ksd_checks=(), compile_mode=None):
     """Run the checks of a correction; returns :class:`CorrectionChecks`.
 
     Parameters
@@ -171,6 +171,7 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
     rng : numpy Generator for the search
     ksd_checks : iterable of (KernelPoints, corrected KSD, label)
         Each corrected KSD is compared with ``ksd_null_threshold`` of its points.
+    compile_mode : the caller's PyTensor compile mode (for a model's log p and score)
     """
     checks = CorrectionChecks()
     found = _divergences(data, group, prepared, sample_dims)
@@ -200,8 +201,10 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
 
             try:
                 result, why = _search(prepared, model, score, log_density, batched, kernel,
-                                      preconditioner, SEARCH_LEVEL, rng)
-            except Exception as err:   # noqa: BLE001 - a failed search must not lose the result
+                                      preconditioner, SEARCH_LEVEL, rng, compile_mode)
+            except (ValueError, ArithmeticError, RuntimeError) as err:
+                # log p failing at a point the search tried (PyMC's ParameterValueError in
+                # a funnel's neck, an overflow) must not lose the correction's result.
                 if missing_mass != "auto":
                     raise
                 message = str(err).splitlines()[0] if str(err) else ""
@@ -232,7 +235,7 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
             )
     for points, corrected_ksd, label in ksd_checks:
         threshold = ksd_null_threshold(points)
-        checks.ksd_far_threshold = threshold
+        checks.ksd_far_threshold = float(np.fmax(checks.ksd_far_threshold, threshold))
         if isinstance(corrected_ksd, numbers.Real) and corrected_ksd > threshold:
             checks.ksd_far_above_floor = True
             floor = float(np.sqrt(points.diagonal.mean() / points.n))

@@ -589,7 +589,11 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
                             bandwidth=bandwidth_da, attrs=attrs)
 
 
-_TUNING = "{tuning}"
+_TUNING = (
+    "ADVI draws of the varying-intercept radon model (d = 89): KSD 0.477 -> 0.452 (the "
+    "lowest, at step 42; 0.466 after step 500); every 4th draw of a divergent centred "
+    "eight-schools NUTS run (d = 10): 0.402 -> 0.220."
+)
 
 stein_variational.__doc__ = stein_variational.__doc__.format(params=_SVGD_PARAMETERS,
                                                              tuning=_TUNING)

@@ -304,7 +304,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     checks = check_correction(
         data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
         score=score, log_density=log_density, batched=batched, kernel=kernel,
-        preconditioner=pre, missing_mass=missing_mass, rng=rng, ksd_checks=ksd_checks,
+        preconditioner=pre, missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
+        ksd_checks=ksd_checks,
     )
     pooled = weights / weights.sum()
     attrs = {
@@ -357,9 +358,10 @@ _CHECKS_PARAMETERS = """\
         Randomness of the missing-mass search (None: fresh entropy)."""
 
 _EIGHT_SCHOOLS = (
-    "weighted P(tau < 1) {p_w} against {p_u} unweighted and {p_t} in a long "
-    "non-centred run, weighted mean tau {m_w} (unweighted {m_u}, truth {m_t}), Kish "
-    "ESS {ess} of 4000, weighted KSD {k_w} below its floor {k_f}."
+    "weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred "
+    "run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, "
+    "weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the "
+    "truth while their own KSD said the fit improved."
 )
 
 stein_weights.__doc__ = stein_weights.__doc__.format(
@@ -652,9 +654,9 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     >>> import numpy as np, steindiag
     >>> x = np.random.default_rng(0).standard_normal((2, 300, 2))
     >>> w = steindiag.stein_weights(x, score=-x)
-    >>> table = steindiag.weighted_summary(x, w, ci_prob=0.9, ci_kind="eti")
-    >>> [name for name in table.columns if "90" not in name]
-    ['mean', 'sd', 'mcse_mean', 'ess_kish']
+    >>> table = steindiag.weighted_summary(x, w)
+    >>> list(table.columns[:2]), list(table.columns[-2:])   # the interval's names: ArviZ's
+    (['mean', 'sd'], ['mcse_mean', 'ess_kish'])
     """
     import pandas as pd
 
