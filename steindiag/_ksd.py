@@ -185,7 +185,10 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         ``ksd2_u`` (chain), ``ksd2_u_pooled`` (): the unbiased U-statistic of KSD^2
         (may be negative). ``attrs`` record the kernel (``kernel``, its formula, and
         for the IMQ ``c`` and ``beta``), the preconditioner and the Lambda or scales
-        used, and the sizes.
+        used, the sizes, and ``estimator``; with ``estimator="nystrom"`` also
+        ``n_landmarks``, ``nystrom_rank`` (eigenvalues of K_mm kept), ``landmark_rule``,
+        ``landmark_index`` (chain * n_draw + draw of each landmark) and
+        ``eigenvalue_cutoff``.
 
     Notes
     -----
