@@ -19,8 +19,7 @@ from steindiag._mmd import mmd
 from steindiag._validate import check_rng
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
-from steindiag.inputs import (as_trace, is_labelled, read_input, sampler_warnings,
-                              score_function)
+from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
 from steindiag.inputs._arrays import array_sample_dims
 from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
@@ -116,19 +115,45 @@ def _replicates(given, name, level):
     return int(given)
 
 
-def _choose_estimator(estimator, n_landmarks, n_draws, d):
+# "auto" leaves the exact pass when its estimated cost is above this many floating-point
+# operations (about a minute on a 2-core machine at ~20 GFLOP/s): the bootstrap's quadratic
+# forms cost about N^2 (8 d + 20 + 2 (B + 1)) flops, O(N^2) in the number of draws N.
+_EXACT_BUDGET_FLOPS = 1.2e12
+# The MMD test between chains is O(N^2 d) too: above this many pairs of draws, each chain
+# is thinned (every k-th draw, keeping its order) before the test.
+_MMD_BUDGET_PAIRS = 4.0e8
+
+
+def _exact_test_flops(n_draws, d, n_bootstrap):
+    """Estimated floating-point operations of the exact KSD test on ``n_draws`` draws."""
+    return float(n_draws) ** 2 * (8.0 * d + 20.0 + 2.0 * (n_bootstrap + 1))
+
+
+def _choose_estimator(estimator, n_landmarks, n_draws, d, n_bootstrap):
     """The KSD estimator of the test: the one place where exact or Nystrom is chosen.
 
-    "auto" is the exact pass for now; choosing ``ksd_test``'s ``estimator="nystrom"`` for N
-    too large for the exact pass within a time budget belongs here (and only here), once
-    its level and power at the sizes of interest are measured. Returns the keyword
-    arguments for ``ksd_test``.
+    "auto" is the exact pass unless its estimated cost (:func:`_exact_test_flops`) is above
+    ``_EXACT_BUDGET_FLOPS``; then the Nystrom estimator at its default number of landmarks
+    (O(N m (d + B)) instead of O(N^2 (d + B))). Returns the keyword arguments for
+    ``ksd_test`` and a sentence for the report (empty for the exact pass chosen by "auto").
     """
     if estimator == "auto":
-        return {"estimator": "exact"}
+        flops = _exact_test_flops(n_draws, d, n_bootstrap)
+        if flops <= _EXACT_BUDGET_FLOPS:
+            return {"estimator": "exact"}, ""
+        return {"estimator": "nystrom"}, (
+            f"KSD test with the Nystrom estimator: the exact pass on {n_draws} draws would "
+            f"cost about {flops:.2g} flops (estimator='exact' forces it)")
     if estimator == "nystrom":
-        return {"estimator": "nystrom", "n_landmarks": n_landmarks}
-    return {"estimator": estimator}
+        return {"estimator": "nystrom", "n_landmarks": n_landmarks}, (
+            "KSD test with the Nystrom estimator (estimator='nystrom')")
+    return {"estimator": estimator}, ""
+
+
+def _mmd_stride(n_chain, n_draw):
+    """Every how many draws each chain is read for the MMD test (1: all of them)."""
+    n_total = n_chain * n_draw
+    return max(1, int(np.ceil(n_total / np.sqrt(_MMD_BUDGET_PAIRS))))
 
 
 def _log_density_function(log_density, model, batched, mode):
@@ -221,7 +246,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         Search for unvisited modes when log p is available (it costs optimiser runs: a
         few thousand log p and score evaluations at single points).
     estimator : {{"auto", "exact", "nystrom"}}, default "auto"
-        KSD estimator of the test (see :func:`ksd_test`); "auto" is the exact pass.
+        KSD estimator of the test (see :func:`ksd_test`). "auto": the exact pass unless its
+        estimated cost, about N^2 (8 d + 20 + 2 n_bootstrap) floating-point operations for
+        N draws, is above 1.2e12 (about a minute here); then the Nystrom estimator at its
+        default number of landmarks, which the report says. Above 4e8 pairs of draws, the
+        MMD test between chains reads every k-th draw of each chain (also reported).
     n_landmarks : int, optional
         Landmarks for ``estimator="nystrom"`` (as in :func:`ksd_test`).
 
@@ -320,6 +349,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     prepared = pending.with_scores()
     draws, scores = prepared.draws, prepared.scores
 
+    estimator_options, estimator_note = _choose_estimator(estimator, n_landmarks,
+                                                          n_chain * n_draw, d, n_bootstrap)
     # The pieces run on the arrays: the scores are not evaluated again.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
@@ -327,12 +358,14 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                         bootstrap="wild" if has_chain_dim else "iid",
                         n_bootstrap=n_bootstrap, rng=rng, kernel=kernel,
                         preconditioner=preconditioner, client=client,
-                        **_choose_estimator(estimator, n_landmarks, n_chain * n_draw, d))
+                        **estimator_options)
         mmd_pvalue = np.full((n_chain, n_chain), np.nan)
         mmd_reliable = np.ones((n_chain, n_chain), dtype=bool)
+        mmd_stride = _mmd_stride(n_chain, n_draw)
         if n_chain > 1:
-            between = mmd(draws, sample_dims=("chain", "draw"), n_permutations=n_permutations,
-                          rng=rng, kernel=kernel, preconditioner=preconditioner)
+            between = mmd(draws[:, ::mmd_stride], sample_dims=("chain", "draw"),
+                          n_permutations=n_permutations, rng=rng, kernel=kernel,
+                          preconditioner=preconditioner)
             mmd_pvalue = between["pvalue"].values
             mmd_reliable = between["pvalue_reliable"].values
 
@@ -416,6 +449,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
+    if estimator_note:
+        attrs["estimator_note"] = estimator_note
+    if n_chain > 1 and mmd_stride > 1:
+        attrs["mmd_note"] = (f"MMD test between chains on every {mmd_stride}-th draw of each "
+                             "chain (its cost is quadratic in the draws)")
     if search_run:
         data_vars["missing_mass_found"] = ((), missing_found,
                                            {"long_name": "unvisited mass found"})
@@ -481,6 +519,9 @@ def report(result):
                      f"{result.attrs['missing_mass_summary']}")
     else:
         lines.append(f"  unvisited mass: search {result.attrs['missing_mass_search']}")
+    for note in ("estimator_note", "mmd_note"):
+        if note in result.attrs:
+            lines.append(f"  {result.attrs[note]}")
     lines.append(f"  each test at level {result.attrs['test_level']:.2g} = alpha "
                  f"{result.attrs['alpha']:g} / {result.attrs['n_tests']} tests (Bonferroni); "
                  "KSD / floor is a description, not the verdict.")
