@@ -96,32 +96,81 @@ def run(spec, timeout=3600):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _rows(name):
+    try:
+        with open(f"benchmarks/results/nystrom_{name}.jsonl") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def report():
+    """Tables of the measured rows (markdown), printed for benchmarks/results/nystrom.md."""
+    print("| d | sample | exact KSD^2 | i.i.d. floor | m | Nyström KSD^2 | relative error "
+          "| Nyström s | exact s | dgemm GFLOP/s | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    acc = _rows("accuracy")
+    exact = {(r["d"], r["case"]): r for r in acc if r["estimator"] == "exact"}
+    for r in acc:
+        if r["estimator"] != "nystrom":
+            continue
+        e = exact[(r["d"], r["case"])]
+        print(f"| {r['d']} | {r['case']} | {e['value']:.4g} | {e['floor_or_p']:.4g} "
+              f"| {r['m_used']}{' (default)' if r.get('m') is None else ''} "
+              f"| {r['value']:.4g} | {100 * r['rel_error']:+.1f} % | {r['seconds']:.1f} "
+              f"| {e['seconds']:.1f} | {r.get('gemm_gflops', float('nan')):.1f} "
+              f"| {r.get('load_before', float('nan')):.0f} |")
+    print()
+    print("| N | call | m | seconds | peak RSS MB | RSS before call MB | draws+scores MB "
+          "| (peak - before + data) / data | value | dgemm GFLOP/s | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in _rows("large"):
+        attributable = (r["peak_bytes"] - r["warm_peak_bytes"] + r["data_bytes"]) / r["data_bytes"]
+        call = "ksd" if r["what"] == "ksd" else f"ksd_test B={r['B']}"
+        print(f"| {r['n']:.0e} | {call} | {r['m_used']} | {r['seconds']:.0f} "
+              f"| {r['peak_bytes'] / 1e6:.0f} | {r['warm_peak_bytes'] / 1e6:.0f} "
+              f"| {r['data_bytes'] / 1e6:.0f} | {attributable:.2f} | {r['value']:.4g} "
+              f"| {r.get('gemm_gflops', float('nan')):.1f} "
+              f"| {r.get('load_before', float('nan')):.0f} |")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["accuracy", "large", "child"])
+    parser.add_argument("mode", choices=["accuracy", "large", "child", "report"])
     parser.add_argument("spec", nargs="?")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--cases", default="5:iid,5:ar1,5:biased,50:iid,50:ar1,50:biased",
+                        help="d:case pairs for accuracy mode")
+    parser.add_argument("--ms", default="default,200,1000,2000",
+                        help="landmark counts for accuracy mode ('default': the default m)")
+    parser.add_argument("--sizes", default="1e6:ksd,1e6:test,1e7:ksd",
+                        help="N:what pairs for large mode")
     args = parser.parse_args()
     if args.mode == "child":
         _child(json.loads(args.spec))
         return
+    if args.mode == "report":
+        report()
+        return
     rows = []
     if args.mode == "accuracy":
-        for d in (5, 50):
-            for case in ("iid", "ar1", "biased"):
-                exact = run({"what": "ksd", "estimator": "exact", "case": case, "n": 20000,
-                             "d": d, "seed": 0})
-                rows.append(exact)
-                print(json.dumps(exact), flush=True)
-                for m in (None, 200, 1000, 2000):
-                    r = run({"what": "ksd", "estimator": "nystrom", "case": case, "n": 20000,
-                             "d": d, "seed": 0, "m": m})
-                    r["rel_error"] = r["value"] / exact["value"] - 1.0
-                    rows.append(r)
-                    print(json.dumps(r), flush=True)
+        ms = [None if m == "default" else int(m) for m in args.ms.split(",")]
+        for item in args.cases.split(","):
+            d, case = int(item.split(":")[0]), item.split(":")[1]
+            exact = run({"what": "ksd", "estimator": "exact", "case": case, "n": 20000,
+                         "d": d, "seed": 0})
+            rows.append(exact)
+            print(json.dumps(exact), flush=True)
+            for m in ms:
+                r = run({"what": "ksd", "estimator": "nystrom", "case": case, "n": 20000,
+                         "d": d, "seed": 0, "m": m})
+                r["rel_error"] = r["value"] / exact["value"] - 1.0
+                rows.append(r)
+                print(json.dumps(r), flush=True)
     else:
-        for spec in ({"what": "ksd", "n": 10**6}, {"what": "test", "n": 10**6, "B": 1000},
-                     {"what": "ksd", "n": 10**7}):
+        for item in args.sizes.split(","):
+            n, what = int(float(item.split(":")[0])), item.split(":")[1]
+            spec = {"what": what, "n": n, **({"B": 1000} if what == "test" else {})}
             times = []
             for _ in range(args.repeat):
                 r = run({**spec, "estimator": "nystrom", "case": "iid", "d": 10, "seed": 0})
@@ -129,7 +178,7 @@ def main():
             r["seconds_median"] = float(np.median(times))
             rows.append(r)
             print(json.dumps(r), flush=True)
-    with open(f"benchmarks/results/nystrom_{args.mode}.jsonl", "w") as fh:
+    with open(f"benchmarks/results/nystrom_{args.mode}.jsonl", "a") as fh:
         for r in rows:
             fh.write(json.dumps(r) + "\n")
 

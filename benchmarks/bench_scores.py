@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_scores.py            # warm timings, default compile mode
     python benchmarks/bench_scores.py --cold     # also: first call on an empty compile cache
     python benchmarks/bench_scores.py --modes CVM NUMBA --cold
+    python benchmarks/bench_scores.py --lkj lkj4-mvnormal lkj3 --modes CVM NUMBA --repeats 3
 
 "First call, cold" runs in a fresh subprocess whose PyTensor and Numba caches point to
 an empty temporary directory, so it includes compiling every C/Numba op from scratch.
@@ -99,13 +100,154 @@ def warm(mode, repeats):
     return first, float(np.median(score_times)), float(np.median(total_times))
 
 
+# --------------------------------------------------------------------------------------
+# The LKJ models of issue 21: batched vs per-draw, first call per mode, stored scores
+# --------------------------------------------------------------------------------------
+
+# name -> (LKJ dimension, observations, chains, draws)
+LKJ_MODELS = {"lkj4-mvnormal": (4, 100, 4, 500), "lkj3": (3, 100, 4, 1000)}
+
+
+def build_lkj(name):
+    """LKJCholeskyCov + MvNormal, and a trace of exact prior draws (no sampling)."""
+    import pymc as pm
+    import xarray as xr
+
+    n, n_obs, n_chain, n_draw = LKJ_MODELS[name]
+    rng = np.random.default_rng(21)
+    y = rng.standard_normal((n_obs, n)) @ np.tril(0.3 * np.ones((n, n)) + np.eye(n)).T
+    with pm.Model() as model:
+        chol, _, _ = pm.LKJCholeskyCov("chol", n=n, eta=2.0, sd_dist=pm.Exponential.dist(1.0))
+        mu = pm.Normal("mu", 0.0, 2.0, shape=n)
+        pm.MvNormal("y", mu=mu, chol=chol, observed=y)
+    values = pm.draw(model.free_RVs, draws=n_chain * n_draw, random_seed=3,
+                     mode="FAST_COMPILE")
+    posterior = xr.Dataset({
+        rv.name: (("chain", "draw", f"{rv.name}_dim_0"),
+                  np.asarray(value).reshape(n_chain, n_draw, -1))
+        for rv, value in zip(model.free_RVs, values)
+    })
+    try:
+        trace = xr.DataTree.from_dict({"posterior": posterior})
+        import arviz
+
+        if int(arviz.__version__.split(".")[0]) < 1:
+            trace = arviz.InferenceData(posterior=posterior)
+    except ImportError:
+        trace = xr.DataTree.from_dict({"posterior": posterior})
+    return model, trace
+
+
+def _median_time(function, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), times
+
+
+def _report(key, value):
+    """One measurement as a JSON line, flushed at once (a timed-out run keeps its lines)."""
+    import json
+
+    print(json.dumps({key: value}), flush=True)
+
+
+def lkj_run(name, mode, repeats):
+    """One process: the timings of one LKJ model under one compile mode, most important first."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    import steindiag
+    from steindiag.inputs import _pymc, read_input
+
+    model, trace = build_lkj(name)
+    mode = None if mode == "default" else mode
+    kwargs = {} if mode is None else {"compile_mode": mode}
+    run_mode = _pymc.default_compile_mode() if mode is None else mode
+    start = time.perf_counter()
+    scored_trace = steindiag.add_scores(trace, model, progress=False, **kwargs)
+    _report("first add_scores (compiles; auto times both ways)", time.perf_counter() - start)
+    stats = (scored_trace["sample_stats"] if hasattr(scored_trace, "children")
+             else scored_trace.sample_stats)
+    _report("auto chose", stats["gradient"].attrs["score_strategy"])
+    steindiag.ksd(scored_trace)  # compiles the engine, if its cache is cold
+    stored, _ = _median_time(lambda: steindiag.ksd(scored_trace), repeats)
+    _report("ksd(stored scores)", stored)
+    with_model, _ = _median_time(lambda: steindiag.ksd(trace, model, **kwargs), repeats)
+    _report("ksd(model=), compiled", with_model)
+    _report("stored / model=", stored / with_model)
+    layout = _pymc.model_layout(model)
+    flat = read_input(trace, model, need_score=False, **kwargs).draws
+    flat = flat.reshape(-1, flat.shape[2])
+    for strategy in ("per-draw", "batched"):
+        seconds, _ = _median_time(
+            lambda: _pymc.model_scores(model, layout, flat, mode=run_mode, strategy=strategy,
+                                       progress=False), repeats)
+        _report(f"score pass {strategy}, compiled", seconds)
+    # The peer: PyMC's own per-draw loop over model.compile_dlogp(), same mode.
+    dlogp = model.compile_dlogp(jacobian=True, mode=run_mode)
+    points = [{var.value_name: row[a:b].reshape(var.value_shape)
+               for var, a, b in _spans(layout)} for row in flat]
+    seconds, _ = _median_time(lambda: [dlogp(point) for point in points], repeats)
+    _report("PyMC compile_dlogp loop, compiled", seconds)
+
+
+def _spans(layout):
+    start = 0
+    for var in layout:
+        yield var, start, start + var.size
+        start += var.size
+
+
+def lkj_main(args):
+    import json
+
+    import pymc
+    import pytensor
+
+    print(f"python {sys.version.split()[0]}, pymc {pymc.__version__}, pytensor "
+          f"{pytensor.__version__}")
+    for name in args.lkj:
+        n, n_obs, n_chain, n_draw = LKJ_MODELS[name]
+        print(f"\n{name}: LKJCholeskyCov(n={n}) + MvNormal, {n_obs} observations, "
+              f"{n_chain} x {n_draw} draws, d = {n * (n + 1) // 2 + n}")
+        for mode in args.modes:
+            label = mode or "default"
+            command = [sys.executable, __file__, "--_lkj_child", name, label,
+                       "--repeats", str(args.repeats)]
+            try:
+                output = subprocess.run(command, capture_output=True, text=True, check=True,
+                                        timeout=args.timeout).stdout
+            except subprocess.TimeoutExpired as err:
+                output = err.stdout.decode() if isinstance(err.stdout, bytes) else err.stdout
+                output = (output or "") + json.dumps({"stopped": f"timeout {args.timeout} s"})
+            for line in output.strip().splitlines():
+                if not line.startswith("{"):
+                    continue
+                for key, value in json.loads(line).items():
+                    shown = f"{value:.3f}" if isinstance(value, float) else value
+                    print(f"  [{label}] {key}: {shown}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", nargs="*", default=[None])
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--_child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--lkj", nargs="*", default=None, choices=list(LKJ_MODELS),
+                        help="time the LKJ models of issue 21 instead (one process per mode)")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--_lkj_child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args._lkj_child is not None:
+        lkj_run(*args._lkj_child, args.repeats)
+        return
+    if args.lkj is not None:
+        lkj_main(args)
+        return
     if args._child is not None:
         print(first_call(None if args._child == "default" else args._child))
         return

@@ -116,6 +116,12 @@ def tuning(args):
                 dict(kernel="imq", step_size=0.03, step_decay=10.0)]
     if args.grid == "defaults":
         grid = [{}]
+    if args.configs:
+        grid = []
+        for spec in args.configs.split(","):
+            kernel, step, decay = spec.split(":")
+            grid.append(dict(kernel=kernel, step_size=float(step),
+                             step_decay=None if decay == "none" else float(decay)))
     if args.case != "both":
         cases = {name: case for name, case in cases.items() if name.startswith(args.case)}
     print(f"threads: {numba.get_num_threads()}; {args.steps} steps; KSD every "
@@ -147,6 +153,8 @@ def main():
     parser.add_argument("--tuning", action="store_true", help="KSD reached on PyMC cases")
     parser.add_argument("--grid", choices=["full", "short", "defaults"], default="full")
     parser.add_argument("--case", choices=["both", "radon", "centred"], default="both")
+    parser.add_argument("--configs", default="",
+                        help="kernel:step_size:step_decay,... (decay 'none' for constant)")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--ksd-every", type=int, default=25)
     args = parser.parse_args()

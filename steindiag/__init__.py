@@ -12,6 +12,7 @@ from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kern
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.variational import SteinVariational, stein_variational
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
+from steindiag._corrections import CorrectionWarning
 
 import steindiag.accessors  # noqa: F401, E402  (registers DataTree.stein; xarray only)
 from steindiag import kernels  # noqa: E402  (base kernels: IMQ, Gaussian, Matern32, Matern52)
@@ -38,6 +39,7 @@ __all__ = [
     "stein_thin",
     "SteinThinning",
     "SteinWeightsError",
+    "CorrectionWarning",
     "stein_variational",
     "SteinVariational",
     "min_ksd_fit",

@@ -34,6 +34,9 @@ _NULL_ROWS = 256
 
 MISSING_MASS_OPTIONS = ("auto", True, False)
 
+# Level of the missing-mass search (its ``alpha``): mass is "found" at p < 0.05.
+SEARCH_LEVEL = 0.05
+
 
 class CorrectionWarning(UserWarning):
     """A correction (weights, thinning, SVGD) cannot be trusted on these draws.
@@ -151,47 +154,9 @@ def _divergences(data, group, prepared, sample_dims):
         return None
 
 
-def _log_density_function(log_density, model, batched, mode):
-    from steindiag.inputs import log_density_values
-
-    def evaluate(flat):
-        flat = np.asarray(flat, dtype=np.float64)
-        return log_density_values(log_density if callable(log_density) else None, model,
-                                  flat[None], batched=batched, mode=mode).reshape(-1)
-    return evaluate
-
-
-def _search(prepared, model, score, log_density, batched, kernel, pre, rng):
-    """Run the missing-mass search; (result, why-not) with one of them None."""
-    try:
-        from steindiag.methods.missing_mass import search_missing_mass
-    except ImportError:
-        return None, "the missing-mass search is not available in this version"
-    from steindiag.inputs import score_function
-
-    mode = prepared.attrs.get("pytensor_mode")
-    score_fn = score_function(score, model, batched=batched, mode=mode)
-    if score_fn is None:
-        return None, "the score is an array (the search evaluates it at new points)"
-    starts = None
-    if model is not None and score is None:
-        try:
-            from steindiag.inputs._pymc_prior import prior_starts
-        except ImportError:
-            prior_starts = None
-        if prior_starts is not None:
-            starts = prior_starts(model, prepared.parameter, 4 * prepared.draws.shape[0], rng)
-    result = search_missing_mass(
-        prepared.draws, prepared.scores,
-        log_density=_log_density_function(log_density, model, batched, mode),
-        score=score_fn, kernel=kernel, preconditioner=pre, rng=rng, starts=starts,
-    )
-    return result, None
-
-
 def check_correction(*, data, group, sample_dims, prepared, model=None, score=None,
                      log_density=None, batched=True, kernel, preconditioner, missing_mass,
-                     rng=None, ksd_checks=()):
+                     rng=None, ksd_checks=(), compile_mode=None):
     """Run the checks of a correction; returns :class:`CorrectionChecks`.
 
     Parameters
@@ -206,6 +171,7 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
     rng : numpy Generator for the search
     ksd_checks : iterable of (KernelPoints, corrected KSD, label)
         Each corrected KSD is compared with ``ksd_null_threshold`` of its points.
+    compile_mode : the caller's PyTensor compile mode (for a model's log p and score)
     """
     checks = CorrectionChecks()
     found = _divergences(data, group, prepared, sample_dims)
@@ -231,8 +197,25 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
                 raise ValueError(f"missing_mass=True needs log p at new points; {why}.")
             checks.missing_mass_detail = f"not searched: {why}"
         else:
-            result, why = _search(prepared, model, score, log_density, batched, kernel,
-                                  preconditioner, rng)
+            from steindiag._diagnose import _search   # the search as diagnose runs it
+
+            try:
+                result, why = _search(prepared, model, score, log_density, batched, kernel,
+                                      preconditioner, SEARCH_LEVEL, rng, compile_mode)
+            except (ValueError, ArithmeticError, RuntimeError) as err:
+                # log p failing at a point the search tried (PyMC's ParameterValueError in
+                # a funnel's neck, an overflow) must not lose the correction's result.
+                if missing_mass != "auto":
+                    raise
+                message = str(err).splitlines()[0] if str(err) else ""
+                result, why = None, f"the search failed ({type(err).__name__}: {message})"
+                warnings.warn(
+                    f"the missing-mass search failed and was skipped ({type(err).__name__}: "
+                    f"{message}); the correction's other "
+                    "checks ran. Pass missing_mass=False to skip the search.",
+                    UserWarning,
+                    stacklevel=4,
+                )
             if result is None:
                 if missing_mass != "auto":
                     raise ValueError(f"missing_mass=True: the search cannot run: {why}.")
@@ -252,7 +235,7 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
             )
     for points, corrected_ksd, label in ksd_checks:
         threshold = ksd_null_threshold(points)
-        checks.ksd_far_threshold = threshold
+        checks.ksd_far_threshold = float(np.fmax(checks.ksd_far_threshold, threshold))
         if isinstance(corrected_ksd, numbers.Real) and corrected_ksd > threshold:
             checks.ksd_far_above_floor = True
             floor = float(np.sqrt(points.diagonal.mean() / points.n))

@@ -19,9 +19,9 @@ from steindiag._mmd import mmd
 from steindiag._validate import check_rng
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
-from steindiag.inputs import (as_trace, is_labelled, read_input, sampler_warnings,
-                              score_function)
+from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
 from steindiag.inputs._arrays import array_sample_dims
+from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.stats import verdict as rules
@@ -30,12 +30,14 @@ from steindiag.stats.ksd import ksd_iid
 __all__ = ["diagnose", "Diagnosis"]
 
 _ESTIMATORS = ("auto", "exact", "nystrom")
-# Warnings of the pieces that the verdict reports itself (as "inconclusive" and its reason).
-_REPORTED = r"(ksd_test: chains|mmd: blocks)"
+# Warnings of the pieces that the verdict reports itself (as "inconclusive" and its reason),
+# or that diagnose has already given when it read the input (zero score columns).
+_REPORTED = r"(ksd_test: chains|mmd: blocks|the score is exactly 0)"
 
-# Parameters shared with ksd, without the engine's method/progress options.
+# Parameters shared with ksd, without the engine's method/progress options and the
+# estimator's (documented in diagnose's own words).
 _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
-               + _COMMON_PARAMETERS.split("    space :")[1].rstrip())
+               + _COMMON_PARAMETERS.split("    space :")[1].split("    estimator :")[0].rstrip())
 
 
 class Diagnosis(xr.Dataset):
@@ -47,24 +49,31 @@ class Diagnosis(xr.Dataset):
 
     __slots__ = ()
 
+    def _report(self):
+        """The report written from the data (so a selection reports what it holds), or None."""
+        try:
+            return report(self)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            return None
+
     def __repr__(self):
-        report = self.attrs.get("report")
-        if not isinstance(report, str):
+        text = self._report()
+        if text is None:
             return xr.Dataset.__repr__(self)
-        return report + "\n\n" + xr.Dataset.__repr__(self)
+        return text + "\n\n" + xr.Dataset.__repr__(self)
 
     def _repr_html_(self):
-        report = self.attrs.get("report")
+        text = self._report()
         html = xr.Dataset._repr_html_(self)
-        if not isinstance(report, str):
+        if text is None:
             return html
         from html import escape
 
-        return f"<pre>{escape(report)}</pre>" + html
+        return f"<pre>{escape(text)}</pre>" + html
 
 
-def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, missing_mass,
-                 rng):
+def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks,
+                 missing_mass, rng):
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
     for name, value in (("n_bootstrap", n_bootstrap), ("n_permutations", n_permutations)):
@@ -81,6 +90,8 @@ def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, mis
         )
     if not isinstance(estimator, str) or estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {list(_ESTIMATORS)}; got {estimator!r}.")
+    if n_landmarks is not None and estimator != "nystrom":
+        raise ValueError("n_landmarks applies only with estimator='nystrom'.")
     if not isinstance(missing_mass, (bool, np.bool_)):
         raise TypeError(f"missing_mass must be True or False; got {missing_mass!r}.")
     return float(alpha), n_bootstrap, n_permutations, check_rng(rng)
@@ -104,19 +115,48 @@ def _replicates(given, name, level):
     return int(given)
 
 
-def _choose_estimator(estimator, n_draws, d):
+# "auto" leaves the exact pass when its estimated cost is above this many floating-point
+# operations (about a minute on a 2-core machine at ~20 GFLOP/s): the bootstrap's quadratic
+# forms cost about N^2 (8 d + 20 + 2 (B + 1)) flops, O(N^2) in the number of draws N.
+_EXACT_BUDGET_FLOPS = 1.2e12
+# The MMD test between chains is O(N^2 d) too: above this many pairs of draws, each chain
+# is thinned (every k-th draw, keeping its order) before the test.
+_MMD_BUDGET_PAIRS = 4.0e8
+
+
+def _exact_test_flops(n_draws, d, n_bootstrap):
+    """Estimated floating-point operations of the exact KSD test on ``n_draws`` draws."""
+    return float(n_draws) ** 2 * (8.0 * d + 20.0 + 2.0 * (n_bootstrap + 1))
+
+
+def _choose_estimator(estimator, n_landmarks, n_draws, d, n_bootstrap):
     """The KSD estimator of the test: the one place where exact or Nystrom is chosen.
 
-    "auto" is the exact pass for now. When ``ksd_test`` gains ``estimator="nystrom"``,
-    "auto" will choose it here for N too large for the exact pass within a time budget.
-    Returns the keyword arguments for ``ksd_test`` (none for the exact pass).
+    "auto" is the exact pass unless its estimated cost (:func:`_exact_test_flops`) is above
+    ``_EXACT_BUDGET_FLOPS``; then the Nystrom estimator at its default number of landmarks
+    (O(N m (d + B)) instead of O(N^2 (d + B))). Returns the keyword arguments for
+    ``ksd_test`` and a sentence for the report (empty for the exact pass chosen by "auto").
     """
-    if estimator in ("auto", "exact"):
-        return {}
-    return {"estimator": estimator}
+    if estimator == "auto":
+        flops = _exact_test_flops(n_draws, d, n_bootstrap)
+        if flops <= _EXACT_BUDGET_FLOPS:
+            return {"estimator": "exact"}, ""
+        return {"estimator": "nystrom"}, (
+            f"KSD test with the Nystrom estimator: the exact pass on {n_draws} draws would "
+            f"cost about {flops:.2g} flops (estimator='exact' forces it)")
+    if estimator == "nystrom":
+        return {"estimator": "nystrom", "n_landmarks": n_landmarks}, (
+            "KSD test with the Nystrom estimator (estimator='nystrom')")
+    return {"estimator": estimator}, ""
 
 
-def _log_density_function(log_density, model, batched):
+def _mmd_stride(n_chain, n_draw):
+    """Every how many draws each chain is read for the MMD test (1: all of them)."""
+    n_total = n_chain * n_draw
+    return max(1, int(np.ceil(n_total / np.sqrt(_MMD_BUDGET_PAIRS))))
+
+
+def _log_density_function(log_density, model, batched, mode):
     """log p as a batched callable (n, d) -> (n,), or None; non-finite values as -inf."""
     if log_density is not None:
         def evaluate(points):
@@ -130,17 +170,24 @@ def _log_density_function(log_density, model, batched):
     if model is not None:
         from steindiag.inputs._pymc_functions import model_functions
 
-        return model_functions(model)[0]
+        return model_functions(model, mode=mode)[0]
     return None
 
 
-def _search(prepared, model, score, log_density, batched, kernel, pre, level, rng):
+def _search(prepared, model, score, log_density, batched, kernel, pre, level, rng, mode):
     """The missing-mass search, or (None, why it was not run)."""
-    log_p = _log_density_function(log_density, model, batched)
+    log_p = _log_density_function(log_density, model, batched, mode)
     if log_p is None:
         return None, ("no log density: pass a PyMC model or log_density= (a callable on an "
                       "(n, d) batch)")
-    score_fn = score_function(score, model, batched=batched)
+    if log_density is None and score is None:
+        from steindiag.inputs._pymc_functions import model_functions
+
+        # Both from one compiled function, which keeps its last evaluation: log p and
+        # then the score at the same point (as the optimiser asks) cost one evaluation.
+        log_p, score_fn = model_functions(model, mode=mode)
+    else:
+        score_fn = score_function(score, model, batched=batched, mode=mode)
     if score_fn is None:
         return None, ("the score is an array, so it cannot be evaluated at new points: pass "
                       "score= as a callable")
@@ -170,7 +217,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
              n_bootstrap=None, n_permutations=None, missing_mass=True, batched=True,
              kernel="imq", c=None, beta=None, preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             estimator="auto", client=None):
+             estimator="auto", n_landmarks=None, client=None, compile_mode=None):
     """Can these draws be trusted? A verdict per chain and pooled, with its evidence.
 
     Parameters
@@ -199,7 +246,13 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         Search for unvisited modes when log p is available (it costs optimiser runs: a
         few thousand log p and score evaluations at single points).
     estimator : {{"auto", "exact", "nystrom"}}, default "auto"
-        KSD estimator of the test; "auto" is the exact pass (see ``ksd_test``).
+        KSD estimator of the test (see :func:`ksd_test`). "auto": the exact pass unless its
+        estimated cost, about N^2 (8 d + 20 + 2 n_bootstrap) floating-point operations for
+        N draws, is above 1.2e12 (about a minute here); then the Nystrom estimator at its
+        default number of landmarks, which the report says. Above 4e8 pairs of draws, the
+        MMD test between chains reads every k-th draw of each chain (also reported).
+    n_landmarks : int, optional
+        Landmarks for ``estimator="nystrom"`` (as in :func:`ksd_test`).
 
     Returns
     -------
@@ -269,13 +322,14 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     'does not fit'
     """
     alpha, n_bootstrap, n_permutations, rng = _diagnose_iv(
-        alpha, n_bootstrap, n_permutations, log_density, estimator, missing_mass, rng)
+        alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks, missing_mass,
+        rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, space=space,
+        coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     if is_labelled(data):
         has_chain_dim = True
@@ -295,6 +349,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     prepared = pending.with_scores()
     draws, scores = prepared.draws, prepared.scores
 
+    estimator_options, estimator_note = _choose_estimator(estimator, n_landmarks,
+                                                          n_chain * n_draw, d, n_bootstrap)
     # The pieces run on the arrays: the scores are not evaluated again.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
@@ -302,12 +358,14 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                         bootstrap="wild" if has_chain_dim else "iid",
                         n_bootstrap=n_bootstrap, rng=rng, kernel=kernel,
                         preconditioner=preconditioner, client=client,
-                        **_choose_estimator(estimator, n_chain * n_draw, d))
+                        **estimator_options)
         mmd_pvalue = np.full((n_chain, n_chain), np.nan)
         mmd_reliable = np.ones((n_chain, n_chain), dtype=bool)
+        mmd_stride = _mmd_stride(n_chain, n_draw)
         if n_chain > 1:
-            between = mmd(draws, sample_dims=("chain", "draw"), n_permutations=n_permutations,
-                          rng=rng, kernel=kernel, preconditioner=preconditioner)
+            between = mmd(draws[:, ::mmd_stride], sample_dims=("chain", "draw"),
+                          n_permutations=n_permutations, rng=rng, kernel=kernel,
+                          preconditioner=preconditioner)
             mmd_pvalue = between["pvalue"].values
             mmd_reliable = between["pvalue_reliable"].values
 
@@ -330,7 +388,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     search, not_run = None, "missing_mass=False"
     if missing_mass:
         search, not_run = _search(prepared, model, score, log_density, batched, kernel, pre,
-                                  level, rng)
+                                  level, rng, compile_mode)
     search_run = search is not None
     missing_found = bool(search_run and search.found)
     missing_summary = search.summary if search_run else ""
@@ -391,6 +449,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
+    if estimator_note:
+        attrs["estimator_note"] = estimator_note
+    if n_chain > 1 and mmd_stride > 1:
+        attrs["mmd_note"] = (f"MMD test between chains on every {mmd_stride}-th draw of each "
+                             "chain (its cost is quadratic in the draws)")
     if search_run:
         data_vars["missing_mass_found"] = ((), missing_found,
                                            {"long_name": "unvisited mass found"})
@@ -456,6 +519,9 @@ def report(result):
                      f"{result.attrs['missing_mass_summary']}")
     else:
         lines.append(f"  unvisited mass: search {result.attrs['missing_mass_search']}")
+    for note in ("estimator_note", "mmd_note"):
+        if note in result.attrs:
+            lines.append(f"  {result.attrs[note]}")
     lines.append(f"  each test at level {result.attrs['test_level']:.2g} = alpha "
                  f"{result.attrs['alpha']:g} / {result.attrs['n_tests']} tests (Bonferroni); "
                  "KSD / floor is a description, not the verdict.")

@@ -80,7 +80,8 @@ _COMMON_PARAMETERS = """\
         by position otherwise, ``x[0]``, ``x[1]``, ... for arrays.
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
-        space (value variables, ``model.logp(jacobian=True)``).
+        space (value variables, ``model.logp(jacobian=True)``). Not needed for a trace
+        that stores them (:func:`steindiag.add_scores`, nutpie's ``store_gradient``).
     compile_mode : str or pytensor.compile.mode.Mode, optional
         With ``model``: how PyTensor compiles the model's graphs (the score, and the
         map of stored constrained values to the unconstrained space): a mode name,
@@ -184,7 +185,10 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         ``ksd2_u`` (chain), ``ksd2_u_pooled`` (): the unbiased U-statistic of KSD^2
         (may be negative). ``attrs`` record the kernel (``kernel``, its formula, and
         for the IMQ ``c`` and ``beta``), the preconditioner and the Lambda or scales
-        used, and the sizes.
+        used, the sizes, and ``estimator``; with ``estimator="nystrom"`` also
+        ``n_landmarks``, ``nystrom_rank`` (eigenvalues of K_mm kept), ``landmark_rule``,
+        ``landmark_index`` (chain * n_draw + draw of each landmark) and
+        ``eigenvalue_cutoff``.
 
     Notes
     -----

@@ -52,6 +52,12 @@ class SteinAccessor:
 
         return steindiag.ksd_test(self._obj, model, **kwargs)
 
+    def diagnose(self, model=None, **kwargs):
+        """``steindiag.diagnose(trace, model, **kwargs)``; see :func:`steindiag.diagnose`."""
+        import steindiag
+
+        return steindiag.diagnose(self._obj, model, **kwargs)
+
     def mmd(self, other=None, **kwargs):
         """``steindiag.mmd(trace, other, **kwargs)``; see :func:`steindiag.mmd`."""
         import steindiag

@@ -369,7 +369,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
         data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
         score=score, log_density=log_density if callable(log_density) else None,
         batched=batched, kernel=kernel, preconditioner=pre,
-        missing_mass=missing_mass, rng=rng,
+        missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
         ksd_checks=[(points.subset(selected), float(ksd_path[-1]), "thinned points'")],
     )
     attrs = {
@@ -419,7 +419,11 @@ _LAYOUT_NOTE = (
     "MCSE do not apply (arviz.summary reports R-hat as NaN for one chain)"
 )
 
-_EIGHT_SCHOOLS = "{eight_schools}"
+_EIGHT_SCHOOLS = (
+    "200 thinned points hold no draw with tau < 1 (truth: P(tau < 1) = 0.20; the draws: "
+    "0.05) and have mean tau 8.3 (regularised: 6.4) against 3.6 in a long non-centred run "
+    "and 4.1 in the draws."
+)
 
 stein_thin.__doc__ = stein_thin.__doc__.format(params=_THIN_PARAMETERS,
                                                eight_schools=_EIGHT_SCHOOLS)

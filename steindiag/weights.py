@@ -304,7 +304,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     checks = check_correction(
         data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
         score=score, log_density=log_density, batched=batched, kernel=kernel,
-        preconditioner=pre, missing_mass=missing_mass, rng=rng, ksd_checks=ksd_checks,
+        preconditioner=pre, missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
+        ksd_checks=ksd_checks,
     )
     pooled = weights / weights.sum()
     attrs = {
@@ -357,9 +358,10 @@ _CHECKS_PARAMETERS = """\
         Randomness of the missing-mass search (None: fresh entropy)."""
 
 _EIGHT_SCHOOLS = (
-    "weighted P(tau < 1) {p_w} against {p_u} unweighted and {p_t} in a long "
-    "non-centred run, weighted mean tau {m_w} (unweighted {m_u}, truth {m_t}), Kish "
-    "ESS {ess} of 4000, weighted KSD {k_w} below its floor {k_f}."
+    "weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred "
+    "run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, "
+    "weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the "
+    "truth while their own KSD said the fit improved."
 )
 
 stein_weights.__doc__ = stein_weights.__doc__.format(
@@ -545,9 +547,9 @@ def _interval_defaults(ci_prob, ci_kind):
 
 
 def _weighted_hdi(values, weights, prob):
-    """Shortest interval [x_(i), x_(j)] of the weighted draws, (2, m).
+    """Shortest interval [x_(i), x_(j)] of the weighted draws holding more than ``prob``, (2, m).
 
-    j(i) is the last sorted draw with sum_(i < k <= j) w_k <= prob: for equal weights
+    j(i) is the first sorted draw with sum_(i <= k <= j) w_k > prob: for equal weights
     j = i + floor(prob N), ArviZ's rule for its HDI of unweighted draws.
     """
     n, m = values.shape
@@ -558,12 +560,13 @@ def _weighted_hdi(values, weights, prob):
         x = values[order, col]
         cum = np.cumsum(weights[order])
         cum = cum / cum[-1]
-        last = np.searchsorted(cum, cum + prob + tiny, side="right") - 1
-        last = np.maximum(last, np.arange(n))
-        # Windows that end at the last draw only because the draws ran out are not
-        # candidates, except the first of them (ArviZ's last window for equal weights).
-        valid = last < n - 1
-        valid[int(np.argmax(last == n - 1))] = True
+        before = np.concatenate([[0.0], cum[:-1]])
+        last = np.searchsorted(cum, before + prob + tiny, side="right")
+        valid = last < n
+        if not valid.any():
+            out[:, col] = x[0], x[-1]
+            continue
+        last = np.minimum(last, n - 1)
         width = np.where(valid, x[last] - x, np.inf)
         best = int(np.argmin(width))
         out[:, col] = x[best], x[last[best]]
@@ -630,8 +633,8 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     sum_(x_i <= x) w_i >= p (inverse of the weighted empirical CDF, numpy's
     ``method="inverted_cdf"``); the equal-tailed interval is made of the quantiles
     (1 - ci_prob) / 2 and (1 + ci_prob) / 2; the HDI is the shortest interval between
-    sorted draws x_(i) <= x_(j) with sum_(i < k <= j) w_k <= ci_prob, j as large as
-    that allows (ArviZ's rule for equal weights). ``mcse_mean`` = sqrt(sum_i w_i^2
+    sorted draws x_(i) <= x_(j) whose draws carry more than ci_prob of the weight
+    (ArviZ's rule, floor(ci_prob N) + 1 draws, for equal weights). ``mcse_mean`` = sqrt(sum_i w_i^2
     (x_i - m)^2), the standard error of a self-normalised weighted mean of independent
     draws (sd / sqrt(N) up to the factor sqrt((N - 1) / N) for equal weights); it
     ignores the draws' autocorrelation, which ArviZ's ``mcse_mean`` accounts for, and
@@ -651,9 +654,9 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     >>> import numpy as np, steindiag
     >>> x = np.random.default_rng(0).standard_normal((2, 300, 2))
     >>> w = steindiag.stein_weights(x, score=-x)
-    >>> table = steindiag.weighted_summary(x, w, ci_prob=0.9, ci_kind="eti")
-    >>> [name for name in table.columns if "90" not in name]
-    ['mean', 'sd', 'mcse_mean', 'ess_kish']
+    >>> table = steindiag.weighted_summary(x, w)
+    >>> list(table.columns[:2]), list(table.columns[-2:])   # the interval's names: ArviZ's
+    (['mean', 'sd'], ['mcse_mean', 'ess_kish'])
     """
     import pandas as pd
 

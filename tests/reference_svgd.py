@@ -40,8 +40,12 @@ def svgd_direction_reference(z, scores, h, kernel="rbf"):
 
 
 def svgd_reference(x0, score, n_steps, step_size, *, kernel="rbf", scale=None,
-                   bandwidth=None):
-    """Particles after ``n_steps`` SVGD steps in z = x / scale; returns (x, bandwidths)."""
+                   bandwidth=None, step_decay=None):
+    """Particles after ``n_steps`` SVGD steps in z = x / scale; returns (x, bandwidths).
+
+    ``step_decay``: the step size falls geometrically from ``step_size`` (first step) to
+    ``step_size / step_decay`` (last step).
+    """
     scale = np.ones(x0.shape[1]) if scale is None else scale
     z = x0 / scale
     history = None
@@ -55,7 +59,10 @@ def svgd_reference(x0, score, n_steps, step_size, *, kernel="rbf", scale=None,
             history = phi**2
         else:
             history = 0.9 * history + 0.1 * phi**2
-        z = z + step_size * phi / (1e-6 + np.sqrt(history))
+        epsilon = step_size
+        if step_decay is not None:
+            epsilon = step_size / step_decay ** (step / (n_steps - 1))
+        z = z + epsilon * phi / (1e-6 + np.sqrt(history))
     return z * scale, np.array(bandwidths)
 
 

@@ -124,3 +124,223 @@ def test_every_model_function_takes_compile_mode():
         function = getattr(steindiag, name)
         assert "compile_mode" in inspect.signature(function).parameters, name
         assert "compile_mode :" in function.__doc__, name
+
+
+# ------------------------------------------------------------------------------------
+# per-draw vs batched
+# ------------------------------------------------------------------------------------
+
+
+def test_per_draw_equals_batched(lkj_model, lkj_trace):
+    # Truth: PyMC's compile_dlogp draw by draw; both strategies must agree with it and
+    # with each other (same core graph, same layout, Jacobian included).
+    from steindiag.inputs import read_input
+
+    pending = read_input(lkj_trace, lkj_model, need_score=False)
+    flat = pending.draws.reshape(-1, pending.draws.shape[2])
+    layout = _pymc.model_layout(lkj_model)
+    batched, used_b = _pymc.model_scores(lkj_model, layout, flat, mode="FAST_COMPILE",
+                                         strategy="batched", return_strategy=True)
+    per_draw, used_p = _pymc.model_scores(lkj_model, layout, flat, mode="FAST_COMPILE",
+                                          strategy="per-draw", chunk_size=7,
+                                          return_strategy=True)
+    assert (used_b, used_p) == ("batched", "per-draw")
+    np.testing.assert_allclose(per_draw, batched, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(per_draw, _per_draw_scores(lkj_model, flat),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_per_draw_log_density_equals_batched(lkj_model):
+    # Truth: PyMC's compile_logp(jacobian=True) at the same draws.
+    rng = np.random.default_rng(3)
+    layout = _pymc.model_layout(lkj_model)
+    flat = 0.3 * rng.standard_normal((20, 9))
+    logp = lkj_model.compile_logp(jacobian=True, **FAST)
+    expected = [float(logp({layout[0].value_name: x[:6], layout[1].value_name: x[6:]}))
+                for x in flat]
+    run = _pymc._ScorePass(lkj_model, layout, flat, 5, "FAST_COMPILE", "per-draw",
+                           False).run()
+    np.testing.assert_allclose(run.log_density[:, 0], expected, rtol=1e-10)
+
+
+def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
+    # Truth: the rule itself; with the floor at 0 both ways are timed, and the choice
+    # is one of the two and then remembered (a later call does not time again).
+    layout = _pymc.model_layout(lkj_model)
+    flat = 0.3 * np.random.default_rng(4).standard_normal((600, 9))
+    monkeypatch.setattr(_pymc, "_PER_DRAW_FLOOR_SECONDS", 0.0)
+    mode = "FAST_COMPILE"
+    _pymc._COMPILED.get(lkj_model, {}).pop(
+        ("strategy", _pymc._layout_key(layout), mode), None)
+    scores, chosen = _pymc.model_scores(lkj_model, layout, flat, mode=mode,
+                                        return_strategy=True)
+    assert chosen in ("batched", "per-draw")
+    np.testing.assert_allclose(scores, _pymc.model_scores(
+        lkj_model, layout, flat, mode=mode, strategy="batched"), rtol=1e-10, atol=1e-10)
+
+    def no_timing(*args, **kwargs):
+        raise AssertionError("the remembered strategy must not be timed again")
+
+    monkeypatch.setattr(_pymc._ScorePass, "_timed", no_timing)
+    _, again = _pymc.model_scores(lkj_model, layout, flat, mode=mode, progress=False,
+                                  return_strategy=True)
+    assert again == chosen
+
+
+def test_score_pass_interrupt_propagates(lkj_model, monkeypatch):
+    layout = _pymc.model_layout(lkj_model)
+    flat = 0.3 * np.random.default_rng(5).standard_normal((50, 9))
+    calls = []
+    original = _pymc._ScorePass._advance
+
+    def interrupt(self, stop):
+        calls.append(stop)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        original(self, stop)
+
+    monkeypatch.setattr(_pymc._ScorePass, "_advance", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        _pymc.model_scores(lkj_model, layout, flat, mode="FAST_COMPILE",
+                           strategy="batched", chunk_size=10, progress=True)
+    assert calls == [10, 20]  # stopped between chunks, after the second
+
+
+def test_strategy_validation(lkj_model, lkj_trace):
+    with pytest.raises(ValueError, match="strategy must be one of"):
+        steindiag.add_scores(lkj_trace, lkj_model, strategy="fastest")
+    with pytest.raises(TypeError, match="progress must be None, True or False"):
+        steindiag.add_scores(lkj_trace, lkj_model, progress="yes")
+
+
+# ------------------------------------------------------------------------------------
+# add_scores: stored scores give the numbers of model=, without the model
+# ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scored(lkj_model, lkj_trace):
+    return steindiag.add_scores(lkj_trace, lkj_model, compile_mode="FAST_COMPILE",
+                                strategy="per-draw")
+
+
+@pytest.fixture
+def no_model_evaluation(monkeypatch):
+    """Any evaluation or compilation of a model's score fails the test."""
+    def fail(*args, **kwargs):
+        raise AssertionError("the model was evaluated although the trace stores its scores")
+
+    for name in ("model_scores", "model_log_density", "_build_score_function",
+                 "_build_per_draw_function", "_build_forward_function"):
+        monkeypatch.setattr(_pymc, name, fail)
+
+
+def _group(trace, name):
+    return trace[name].to_dataset() if hasattr(trace, "children") else getattr(trace, name)
+
+
+def test_add_scores_layout_and_provenance(lkj_model, lkj_trace, scored):
+    assert type(scored) is type(lkj_trace)
+    stats = _group(scored, "sample_stats")
+    gradient = stats["gradient"]
+    assert gradient.dims == ("chain", "draw", "unconstrained_parameter")
+    assert gradient.attrs["space"] == "unconstrained"
+    assert gradient.attrs["jacobian"] == "included"
+    assert gradient.attrs["pytensor_mode"] == "FAST_COMPILE"
+    assert gradient.attrs["score_strategy"] == "per-draw"
+    assert gradient.attrs["steindiag_version"] == steindiag.__version__
+    # Truth: nutpie's labels (name, name_i) and steindiag's (mu[a]) of the 6 + 3 values.
+    value_name = _pymc.model_layout(lkj_model)[0].value_name
+    labels = [str(v) for v in stats["unconstrained_parameter"].values]
+    assert labels == [f"{value_name}_{i}" for i in range(6)] + ["mu_0", "mu_1", "mu_2"]
+    assert [str(v) for v in stats["parameter_label"].values][6:] == ["mu[a]", "mu[b]",
+                                                                      "mu[c]"]
+    # Truth: PyMC's compile_dlogp draw by draw at the stored unconstrained draws.
+    flat = stats["unconstrained_draw"].values.reshape(-1, 9)
+    np.testing.assert_allclose(gradient.values.reshape(-1, 9),
+                               _per_draw_scores(lkj_model, flat), rtol=1e-10, atol=1e-10)
+    # The other groups are kept as they are.
+    np.testing.assert_array_equal(_group(scored, "posterior")["mu"].values,
+                                  _group(lkj_trace, "posterior")["mu"].values)
+    assert "gradient" not in _group(lkj_trace, "sample_stats").data_vars  # input untouched
+
+
+def _close(a, b):
+    np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def with_model(lkj_model, lkj_trace):
+    """Each function called with model= on the trace without stored scores."""
+    kw = {"compile_mode": "FAST_COMPILE"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "ksd": steindiag.ksd(lkj_trace, lkj_model, **kw),
+            "ksd_path": steindiag.ksd_path(lkj_trace, lkj_model, n_points=5, **kw),
+            "ksd_test": steindiag.ksd_test(lkj_trace, lkj_model, n_bootstrap=50, rng=1, **kw),
+            "mmd": steindiag.mmd(lkj_trace, model=lkj_model, **kw),
+            "stein_weights": steindiag.stein_weights(lkj_trace, lkj_model, **kw),
+            "stein_thin": steindiag.stein_thin(lkj_trace, lkj_model, n_points=10,
+                                               return_info=True, **kw),
+        }
+
+
+def test_stored_scores_give_model_numbers(scored, with_model, no_model_evaluation):
+    # Truth: the same call with model= on the trace without stored scores.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ksd = steindiag.ksd(scored)
+        path = steindiag.ksd_path(scored, n_points=5)
+        test = steindiag.ksd_test(scored, n_bootstrap=50, rng=1)
+        mmd = steindiag.mmd(scored)
+        weights = steindiag.stein_weights(scored)
+        thin = steindiag.stein_thin(scored, n_points=10, return_info=True)
+    for name in ("ksd", "ksd_pooled", "ksd_iid", "ksd2_u"):
+        _close(ksd[name], with_model["ksd"][name])
+    _close(path["ksd"], with_model["ksd_path"]["ksd"])
+    for name in test.data_vars:
+        _close(test[name], with_model["ksd_test"][name])
+    _close(mmd, with_model["mmd"])
+    _close(weights, with_model["stein_weights"])
+    np.testing.assert_array_equal(thin.index, with_model["stein_thin"].index)
+    _close(thin.ksd_path, with_model["stein_thin"].ksd_path)
+    assert ksd.attrs["parameters"] == with_model["ksd"].attrs["parameters"]
+    assert ksd.attrs["scores_from"] == "sample_stats['gradient'] (steindiag.add_scores)"
+
+
+def test_stored_scores_used_with_model(lkj_model, scored, with_model, no_model_evaluation):
+    # With model= on a scored trace the stored scores are used (documented), not recomputed.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ksd = steindiag.ksd(scored, lkj_model)
+    _close(ksd["ksd"], with_model["ksd"]["ksd"])
+    assert ksd.attrs["score_source"] == "stored"
+
+
+def test_stored_scores_chain_selection(scored, lkj_model, lkj_trace):
+    # Truth: selecting a chain of the stored vectors = selecting it with model=.
+    res = steindiag.ksd(scored, coords={"chain": [1]})
+    ref = steindiag.ksd(lkj_trace, lkj_model, coords={"chain": [1]},
+                        compile_mode="FAST_COMPILE")
+    _close(res["ksd"], ref["ksd"])
+
+
+def test_stored_scores_refuse_element_selection(scored):
+    with pytest.raises(ValueError, match="coords selects along \\['axis'\\]"):
+        steindiag.ksd(scored, coords={"axis": ["a", "b"]})
+    with pytest.raises(ValueError, match="var_names=.* stored scores"):
+        steindiag.ksd(scored, var_names=["mu"])
+
+
+def test_add_scores_input_validation(lkj_model, lkj_trace):
+    posterior = _group(lkj_trace, "posterior")
+    with pytest.raises(TypeError, match="trace must be an arviz.InferenceData"):
+        steindiag.add_scores(posterior, lkj_model)
+    with pytest.raises(TypeError, match="model is required"):
+        steindiag.add_scores(lkj_trace, None)
+    with pytest.raises(ValueError, match="group must be one of"):
+        steindiag.add_scores(lkj_trace, lkj_model, group="prior")
+    with pytest.raises(ValueError, match="compile_mode must name a PyTensor mode"):
+        steindiag.add_scores(lkj_trace, lkj_model, compile_mode="FASTEST")

@@ -156,6 +156,41 @@ def test_one_chain_and_same_seed():
     assert first.attrs["n_tests"] == 2
 
 
+def test_estimator_is_passed_to_the_test():
+    x = np.random.default_rng(10).standard_normal((2, 300, 2))
+    # Truth: the estimator chosen is the one ksd_test ran with (recorded in its attrs);
+    # "auto" is the exact pass.
+    assert steindiag.diagnose(x, score=-x, rng=0).attrs["estimator"] == "exact"
+    assert steindiag.diagnose(x, score=-x, rng=0,
+                              estimator="nystrom").attrs["estimator"] == "nystrom"
+
+
+def test_auto_chooses_nystrom_and_thinned_mmd_above_the_budgets(monkeypatch):
+    from steindiag import _diagnose
+
+    x = np.random.default_rng(11).standard_normal((2, 400, 2))
+    # Budgets lowered so that 800 draws count as "too many" for the exact passes.
+    monkeypatch.setattr(_diagnose, "_EXACT_BUDGET_FLOPS", 1e6)
+    monkeypatch.setattr(_diagnose, "_MMD_BUDGET_PAIRS", 1e4)
+    res = steindiag.diagnose(x, score=-x, rng=0, missing_mass=False)
+    # Truth: the documented rule - above the budget "auto" runs ksd_test with the Nystrom
+    # estimator and thins the chains for MMD by ceil(N / sqrt(budget)) = ceil(800 / 100) = 8;
+    # the report says both.
+    assert res.attrs["estimator"] == "nystrom"
+    assert "every 8-th draw" in res.attrs["mmd_note"]
+    assert "Nystrom" in repr(res) and "every 8-th draw" in repr(res)
+    assert res["verdict_pooled"].item() in rules.VERDICTS
+
+
+def test_accessor_diagnose_matches_function():
+    x = np.random.default_rng(12).standard_normal((2, 200, 1))
+    tree = xr.DataTree.from_dict({"posterior": xr.Dataset({"x": (("chain", "draw"), x[..., 0])})})
+    # Truth: the accessor is documented as a one-line wrapper of steindiag.diagnose.
+    via_accessor = tree.stein.diagnose(score=lambda p: -p, rng=0, missing_mass=False)
+    via_function = steindiag.diagnose(tree, score=lambda p: -p, rng=0, missing_mass=False)
+    xr.testing.assert_identical(via_accessor, via_function)
+
+
 def test_sticky_chains_are_inconclusive_not_fits():
     rng = np.random.default_rng(7)
     x = np.empty((4, 300, 1))
@@ -182,6 +217,8 @@ def test_sticky_chains_are_inconclusive_not_fits():
         ({"kernel": "cosine"}, ValueError, "kernel"),
         ({"preconditioner": "wide"}, ValueError, "preconditioner"),
         ({"rng": "seed"}, TypeError, "rng"),
+        ({"n_landmarks": 10}, ValueError, "n_landmarks"),
+        ({"compile_mode": "FAST_RUN"}, (TypeError, ValueError), "compile_mode"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):

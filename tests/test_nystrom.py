@@ -154,17 +154,17 @@ def test_agrees_with_exact_on_exact_draws(d):
 
 def test_biased_sample_converges_as_m_grows():
     # Truth: the exact value. With more landmarks the projection space grows, so the
-    # error must shrink (its spread over landmark draws is below 1 % at these m,
-    # measured in benchmarks/results/nystrom.md), and at m = N it is exact.
+    # error must shrink (here from about 30 % to 3 %; the spread over landmark draws is
+    # far smaller than these steps). m = N is exact: test_all_points_as_landmarks_....
     rng = np.random.default_rng(20)
     x = rng.standard_normal((4, 500, 5)) + 0.3
     exact = float(steindiag.ksd(x, score=-x)["ksd_pooled"]) ** 2
     assert exact > 20 * float(steindiag.ksd(x, score=-x)["ksd_iid_pooled"]) ** 2
     errors = [abs(float(steindiag.ksd(x, score=-x, estimator="nystrom", n_landmarks=m,
                                       rng=21)["ksd_pooled"]) ** 2 / exact - 1)
-              for m in (25, 100, 400, 2000)]
-    assert errors[0] > errors[1] > errors[2] > errors[3], errors
-    assert errors[2] < 0.05 and errors[3] < 1e-6, errors
+              for m in (25, 100, 400)]
+    assert errors[0] > errors[1] > errors[2], errors
+    assert errors[2] < 0.05, errors
 
 
 # -- the test --------------------------------------------------------------------------
@@ -172,13 +172,13 @@ def test_biased_sample_converges_as_m_grows():
 
 @pytest.mark.parametrize("bootstrap", ["iid", "multinomial"])
 def test_level_on_exact_independent_draws(bootstrap):
-    n_rep = 400
+    n_rep = 200
     x = np.random.default_rng(31).standard_normal((n_rep, 100, 2))
     res = steindiag.ksd_test(x, score=-x, bootstrap=bootstrap, n_bootstrap=200, rng=32,
                              pooled=False, sample_dims=("chain", "draw"), estimator="nystrom")
     rate = float(np.mean(res["pvalue"] <= ALPHA))
     low, high = binomial_bounds(n_rep)
-    # Truth: exact draws satisfy the null; Binomial(400, 0.05) rejections.
+    # Truth: exact draws satisfy the null; Binomial(200, 0.05) rejections.
     assert low <= rate <= high, rate
 
 
@@ -196,7 +196,7 @@ def test_wild_bootstrap_keeps_level_on_ar1():
 
 def test_sign_chains_continue_across_blocks():
     # Truth: the wild bootstrap's sign chain is one Markov chain per chain, also across
-    # the 4096-draw blocks that draw their own weights. With m = N the bootstrap forms are
+    # the 2048-draw blocks that draw their own weights. With m = N the bootstrap forms are
     # exact w^T K_p w, so their mean over replicates is sum_ij E[w_i w_j] k_ij with
     # E[w_i w_j] = (1 - 2a)^|i - j| (closed form); compared with 3.5 standard errors.
     rng = np.random.default_rng(51)
@@ -244,12 +244,21 @@ def test_power_close_to_exact_on_laplace_and_student_t():
         assert rates["exact"] > 0.5, (name, rates)
 
 
-def test_statistic_close_to_exact():
+def test_statistic_is_n_times_ksd2_with_the_same_landmarks():
     x = np.random.default_rng(71).standard_normal((2, 2000, 5)) + 0.2
+    nys = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=1, estimator="nystrom",
+                             n_landmarks=1000)
+    value = steindiag.ksd(x, score=-x, rng=1, estimator="nystrom", n_landmarks=1000)
+    # Truth: the same rng draws the same landmarks in both functions, and the test's
+    # statistic is N KSD^2_V; the two come from different passes (the test's bootstrap
+    # blocks, ksd's running sums), so they agree to rounding only if both are right.
+    np.testing.assert_array_equal(nys.attrs["landmark_index"], value.attrs["landmark_index"])
+    np.testing.assert_allclose(nys["statistic_pooled"], 4000 * value["ksd_pooled"] ** 2,
+                               rtol=1e-9)
+    np.testing.assert_allclose(nys["statistic"], 2000 * value["ksd"] ** 2, rtol=1e-9)
     exact = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=1)
-    nys = steindiag.ksd_test(x, score=-x, n_bootstrap=50, rng=1, estimator="nystrom")
-    # Truth: the exact statistic N KSD^2_V; a biased sample, so the default m is within a
-    # few % (as for ksd).
+    # Truth: the exact statistic; at m = 1000 a shifted sample in d = 5 is within 1.5 % of
+    # it (benchmarks/results/nystrom.md, N = 20,000); 5 % here.
     np.testing.assert_allclose(nys["statistic_pooled"], exact["statistic_pooled"], rtol=0.05)
     assert nys.attrs["estimator"] == "nystrom" and exact.attrs["estimator"] == "exact"
 

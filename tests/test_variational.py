@@ -142,10 +142,12 @@ def test_median_bandwidth(n):
 def test_matches_reference_step_by_step(kernel, standardize, d, method):
     x0 = correlated_start(d, n=60, d=d)
     res = stein_variational(x0, score=linear_score, n_steps=40, step_size=0.05,
-                            kernel=kernel, standardize=standardize, method=method)
+                            kernel=kernel, standardize=standardize, method=method,
+                            keep="last")
     scale = robust_scale(x0) if standardize else None
+    # The default step_decay=10: the reference anneals the step size the same way.
     expected, bandwidths = svgd_reference(x0, linear_score, 40, 0.05, kernel=kernel,
-                                          scale=scale)
+                                          scale=scale, step_decay=10.0)
     # Truth: the explicit-matrix reference; the bandwidth of every step depends on the
     # particles of that step, so matching all 40 checks the path step by step.
     np.testing.assert_allclose(res.bandwidth.values, bandwidths, rtol=1e-10)
@@ -156,7 +158,8 @@ def test_matches_reference_step_by_step(kernel, standardize, d, method):
 def test_fixed_bandwidth_and_nonlinear_score_match_reference():
     x0 = correlated_start(7, n=50)
     res = stein_variational(x0, score=banana_score, n_steps=30, step_size=0.02,
-                            bandwidth=0.8, standardize=False)
+                            bandwidth=0.8, standardize=False, kernel="rbf", step_decay=None,
+                            keep="last")
     expected, _ = svgd_reference(x0, banana_score, 30, 0.02, bandwidth=0.8)
     # Truth: the explicit-matrix reference with h fixed.
     np.testing.assert_allclose(res.draws, expected, rtol=0, atol=1e-10)
@@ -165,7 +168,8 @@ def test_fixed_bandwidth_and_nonlinear_score_match_reference():
 
 def test_ksd_curve_matches_reference_ksd():
     x0 = correlated_start(11, n=80)
-    res = stein_variational(x0, score=linear_score, n_steps=20, step_size=0.05, ksd_every=7)
+    res = stein_variational(x0, score=linear_score, n_steps=20, step_size=0.05, ksd_every=7,
+                            step_decay=None, keep="last")
     assert list(res.ksd["step"].values) == [0, 7, 14, 20]
     scale_from = x0  # the KSD preconditioner is fixed from the initial draws
     for step, x in ((0, x0), (20, res.draws)):

@@ -69,8 +69,9 @@ EIGEN_CUTOFF = 1e-10
 # Draws (over all chains) per streamed block: K_p(L, X_block) and its features take
 # 2 * 8 m * _BLOCK_COLUMNS bytes (64 MB at m = 1000).
 _BLOCK_COLUMNS = 4096
-# Draws of one chain per bootstrap block (each with its own random stream).
-_WEIGHT_ROWS = 4096
+# Draws of one chain per bootstrap block (each with its own random stream): its weights
+# take 8 B _WEIGHT_ROWS bytes (16 MB for B = 1000).
+_WEIGHT_ROWS = 2048
 # Default number of landmarks: _LANDMARKS_PER_ROOT_N sqrt(N), between _MIN_LANDMARKS
 # and _MAX_LANDMARKS (and at most N). See ``default_n_landmarks``.
 _LANDMARKS_PER_ROOT_N = 4.0
@@ -331,8 +332,8 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
     1^T K_p 1 and column b the bootstrap form w_b^T K_p w_b, both as
     |Phi^T w|^2 + sum_i w_i^2 (k_p(x_i, x_i) - |phi(x_i)|^2), per chain and over all
     chains (each chain's weights independent). The N x B weight matrix is never held:
-    blocks of 4096 draws of one chain draw their own weights. O(N m (8 d + 20)
-    + 2 N r (m + B)) time; O(chain r B + 4096 (m + B)) memory.
+    blocks of 2048 draws of one chain draw their own weights. O(N m (8 d + 20)
+    + 2 N r (m + B)) time; O(chain r B + 2048 (m + B)) memory.
     """
     n_chain, n_draw, _ = draws.shape
     plan = _block_plan(n_chain, n_draw, kind, rng, n_bootstrap)

@@ -3,10 +3,14 @@
 ``model_functions(model)`` returns two callables on flat unconstrained points, (n, d) ->
 (n,) and (n, d) -> (n, d), built on ``_pymc.model_log_density`` / ``_pymc.model_scores``
 (one vectorised graph, compiled once per model and cached; log p is a second output of
-the score's function, so it costs no compilation of its own).
+the score's function, so it costs no compilation of its own). The last evaluation is
+kept: log p and then the score at the same points (what an optimiser asks for) cost one
+evaluation of the graph.
 
 Imported lazily (only when a PyMC model is passed).
 """
+
+import numpy as np
 
 from steindiag.inputs import _pymc
 
@@ -42,11 +46,21 @@ def model_functions(model, layout=None, *, mode=None):
     [-1.0, -2.0]
     """
     layout = _pymc.model_layout(model) if layout is None else layout
+    # One compiled function gives both outputs: keep the last evaluation, so that an
+    # optimiser asking for log p and then the score at the same point pays once.
+    last = {"points": None, "outputs": None}
+
+    def evaluate(points):
+        points = np.ascontiguousarray(points, dtype=np.float64)
+        if last["points"] is None or not np.array_equal(last["points"], points):
+            outputs = _pymc._scores_and_log_density(model, layout, points, None, mode)
+            last["points"], last["outputs"] = points.copy(), outputs
+        return last["outputs"]
 
     def log_density(points):
-        return _pymc.model_log_density(model, layout, points, mode=mode)
+        return evaluate(points)[1][:, 0].copy()
 
     def score(points):
-        return _pymc.model_scores(model, layout, points, mode=mode)
+        return evaluate(points)[0].copy()
 
     return log_density, score

@@ -10,8 +10,8 @@ This module looks for the missing mode directly:
       -> end points merged into distinct modes; Hessian of -log p at each mode by central
          differences of the score; saddles and flat directions dropped
       -> Laplace mass of each mode, relative to the sum over all modes found
-      -> a mode is *visited* when the draws fill a tenth of what p puts in its central
-         (50 %) Laplace ellipsoid
+      -> a mode is *visited* when it lies within the range of some chain, or the draws
+         fill a tenth of what p puts in its central (50 %) Laplace ellipsoid
       -> unvisited relative mass M and the binomial probability that ESS effective draws
          from p would miss those cores as badly as the chains did: the p-value.
 
@@ -61,6 +61,11 @@ _VISIT_QUANTILE = 0.5
 # neighbouring mode do not make a mode visited, and a Laplace mass wrong by a factor of
 # several does not make a visited mode look empty.
 _VISITED_SHARE = 0.1
+# A mode within this quantile of a chain's own Mahalanobis distances (from the chain's
+# mean, in the chain's covariance) lies within the range the chain explored: visited,
+# whatever the Laplace approximation says (a skewed or banana-shaped posterior's
+# Laplace core can hold few draws although the chains sample it well).
+_RANGE_QUANTILE = 0.99
 # End points closer than this (Mahalanobis distance in the Hessian's metric) are one mode.
 _MERGE_DISTANCE = 1.0
 # An end point is a mode only if a Newton step from it would raise log p by less than
@@ -87,9 +92,14 @@ class MissingMassDetails:
         exp(log_mass) normalised over the modes found (sums to 1).
     visits : ndarray of int (mode, chain)
         Draws of each chain inside each mode's central (50 %) Laplace ellipsoid.
+    within_chain : ndarray of bool (mode, chain)
+        Whether the mode lies within the range of each chain's draws: its Mahalanobis
+        distance from the chain's mean, in the chain's own covariance, is at most the
+        99th percentile of the chain's draws' distances.
     visited : ndarray of bool (mode,)
-        Whether the chains together put at least a tenth of the draws p would put
-        in the ellipsoid (relative mass x number of draws / 2) there.
+        Whether the mode lies within the range of some chain, or the chains together
+        put at least a tenth of the draws p would put in its central ellipsoid
+        (relative mass x number of draws / 2) there.
     unvisited_mass : float
         Sum of ``relative_mass`` over the modes not visited.
     effective_draws : float
@@ -116,6 +126,7 @@ class MissingMassDetails:
     log_mass: np.ndarray
     relative_mass: np.ndarray
     visits: np.ndarray
+    within_chain: np.ndarray
     visited: np.ndarray
     unvisited_mass: float
     effective_draws: float
@@ -341,6 +352,26 @@ def _mahalanobis_sq(points, centre, precision):
     return np.einsum("ij,jk,ik->i", diff, precision, diff)
 
 
+def _within_chains(draws, points):
+    """(point, chain): point within the chain's range (Mahalanobis depth, own covariance).
+
+    Within when its distance from the chain's mean is at most the ``_RANGE_QUANTILE``
+    quantile of the chain's own draws' distances; the covariance's eigenvalues are
+    floored at 1e-12 of the largest (a chain stuck in a subspace).
+    """
+    n_chain, _, d = draws.shape
+    within = np.zeros((points.shape[0], n_chain), dtype=bool)
+    for ch in range(n_chain):
+        centred = draws[ch] - draws[ch].mean(axis=0)
+        values, vectors = np.linalg.eigh(np.atleast_2d(np.cov(centred, rowvar=False)))
+        values = np.maximum(values, 1e-12 * max(values.max(), 1e-300))
+        whiten = vectors / np.sqrt(values)
+        radius = np.quantile(np.linalg.norm(centred @ whiten, axis=1), _RANGE_QUANTILE)
+        distance = np.linalg.norm((points - draws[ch].mean(axis=0)) @ whiten, axis=1)
+        within[:, ch] = distance <= radius
+    return within
+
+
 def _effective_draws(draws):
     n_chain, n_draw, _ = draws.shape
     return float(sum(n_draw / integrated_autocorrelation_time(draws[ch]).max()
@@ -421,11 +452,14 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     relative mass w). Under p, a share w / 2 of the N draws would fall in the mode's
     central Laplace ellipsoid ``(x - m)^T H (x - m) <= chi2_d(0.5)`` (its half-mass
     core: the tails of a neighbouring mode rarely reach it). The mode counts as visited
-    when the chains put at least a tenth of that there (a Laplace mass off by a factor
-    of several, as for a skewed mode, still counts as visited; a few draws straying in
-    from a neighbouring mode do not). With M the relative mass of the unvisited modes,
-    C the draws in their ellipsoids and ESS the draws' effective number (sum over chains
-    of draw / tau), the p-value is the binomial probability
+    when it lies within the range of some chain (its Mahalanobis distance from the
+    chain's mean, in the chain's covariance, is at most the 99th percentile of the
+    chain's own draws' distances: a skewed or banana-shaped posterior can have a thin
+    Laplace core that few draws fall in although the chains sample it well), or when
+    the chains put at least a tenth of the expected share in its core (a few draws
+    straying in from a neighbouring mode do not count). With M the relative mass of the
+    unvisited modes, C the draws in their cores and ESS the draws' effective number
+    (sum over chains of draw / tau), the p-value is the binomial probability
     P(Bin(ESS, M / 2) <= C ESS / N), which is ``(1 - M / 2)^ESS`` when C = 0: the chance
     that draws from p would miss the unvisited modes' cores as badly. It is
     approximate twice over: the Laplace masses are
@@ -518,9 +552,11 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         visits[k] = inside.reshape(n_chain, n_draw).sum(axis=1)
     log_mass = np.array([mode["log_mass"] for mode in modes])
     relative = np.exp(log_mass - special.logsumexp(log_mass)) if modes else np.zeros(0)
-    # Visited: at least _VISITED_SHARE of the draws p would put in the ellipsoid.
+    # Visited: within some chain's range, or at least _VISITED_SHARE of the draws p
+    # would put in the mode's core.
+    within = _within_chains(draws, np.array([mode["point"] for mode in modes]).reshape(-1, d))
     expected = _VISIT_QUANTILE * relative * flat.shape[0]
-    visited = visits.sum(axis=1) >= _VISITED_SHARE * expected
+    visited = within.any(axis=1) | (visits.sum(axis=1) >= _VISITED_SHARE * expected)
     effective = _effective_draws(draws)
     unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
     pvalue = _deficit_pvalue(int(visits[~visited].sum()), flat.shape[0], effective,
@@ -538,6 +574,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         log_mass=log_mass,
         relative_mass=relative,
         visits=visits,
+        within_chain=within,
         visited=visited,
         unvisited_mass=unvisited_mass,
         effective_draws=effective,

@@ -118,7 +118,9 @@ def svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, 
 
     ``step_size``: a number, or an array of n_steps step sizes (see ``step_sizes``).
     Returns the final particles, the KSD and i.i.d. floor at the steps in ``record``
-    (computed on x = z * scale with the scores s = s_z / scale), and the bandwidths.
+    (computed on x = z * scale with the scores s = s_z / scale), the bandwidths, and the
+    recorded step with the lowest KSD with its particles (a copy made when a new lowest
+    value is recorded: O(N d) memory).
     """
     step_size = np.broadcast_to(np.asarray(step_size, dtype=np.float64), (n_steps,))
     n = particles.shape[0]
@@ -126,11 +128,14 @@ def svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, 
     bandwidths = np.empty(n_steps)
     history = None
     record = set(record)
+    best_step = best_index = best_particles = None
     for step in range(n_steps + 1):
         if step in record:
             value, floor = _ksd_at(particles * scale, particle_scores / scale, ksd_pre)
             ksd_values.append(value)
             iid_values.append(floor)
+            if best_step is None or value < ksd_values[best_index]:
+                best_step, best_index, best_particles = step, len(ksd_values) - 1, particles
         if step == n_steps:
             break
         h = median_bandwidth(particles) if bandwidth == "median" else float(bandwidth)
@@ -155,4 +160,4 @@ def svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, 
         _check_step(particle_scores, "scores", step + 1)
         if bar is not None:
             bar.update(pairs_per_step)
-    return particles, ksd_values, iid_values, bandwidths
+    return particles, ksd_values, iid_values, bandwidths, best_step, best_particles

@@ -144,9 +144,10 @@ def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, ch
     -----
     "does not fit" when any test rejects reliably at ``level`` (the pooled or a chain's
     KSD test, the MMD test between two chains: chains of one target have one
-    distribution, or the search for unvisited mass); otherwise "inconclusive" when a
-    p-value that would decide is unreliable (the pooled KSD test, an MMD test), or the
-    sampler reported divergent transitions; otherwise "fits".
+    distribution, or the search for unvisited mass); otherwise "inconclusive" when the
+    sampler reported divergent transitions or a p-value that would decide is unreliable
+    (the pooled KSD test, an MMD test), with every such doubt in the reason; otherwise
+    "fits".
     """
     chain_pvalue = np.asarray(chain_pvalue, dtype=np.float64)
     chain_reliable = np.asarray(chain_reliable, dtype=bool)
@@ -168,20 +169,23 @@ def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, ch
             f"the chains disagree: the MMD test rejects chains {labels[i]} and {labels[j]} "
             f"({_p(np.asarray(mmd_pvalue)[i, j])} <= {level:.2g}); chains of one target "
             "have one distribution")
+    doubts = []
+    if divergences is not None and np.sum(divergences) > 0:
+        doubts.append(
+            f"{int(np.sum(divergences))} divergent transitions: the sampler could not explore "
+            f"part of the target, and no test rejected ({_p(pvalue)}); that does not show the "
+            "unexplored part holds no mass")
     if not reliable:
-        return INCONCLUSIVE, (
+        doubts.append(
             f"too few effective draws ({effective_draws:.0f} in all, too few in some chain) "
             "for the bootstrap: the KSD p-values cannot be trusted")
-    if divergences is not None and np.sum(divergences) > 0:
-        return INCONCLUSIVE, (
-            f"{int(np.sum(divergences))} divergent transitions: the sampler could not "
-            f"explore part of the target, and no test rejected ({_p(pvalue)}); that does "
-            "not show the unexplored part holds no mass")
     mmd_reliable = np.asarray(mmd_reliable, dtype=bool)
     if n_chain > 1 and not mmd_reliable[~np.eye(n_chain, dtype=bool)].all():
-        return INCONCLUSIVE, (
-            "the chains are too autocorrelated for the MMD test between them: whether "
-            "they agree cannot be checked")
+        doubts.append(
+            "the chains are too autocorrelated for the MMD test between them: whether they "
+            "agree cannot be checked")
+    if doubts:
+        return INCONCLUSIVE, "; ".join(doubts)
     reason = f"no test rejected (KSD {_p(pvalue)})"
     if not missing_run:
         reason += (f"; conditional: the search for unvisited mass was not run "
