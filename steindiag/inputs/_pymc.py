@@ -653,13 +653,16 @@ def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode, strateg
 
 
 # Words of PyTensor's (C, Python and Numba backends) errors when the shapes of a graph's
-# inputs cannot be combined.
-_SHAPE_WORDS = ("dimension mismatch", "shape", "broadcast", "size", "dimensions")
+# inputs cannot be combined, looked for in the error's first line only: PyTensor appends
+# "Inputs shapes: ..." to every error of an Apply node (e.g. a failed check sigma > 0).
+_SHAPE_WORDS = ("dimension mismatch", "shape mismatch", "incompatible", "broadcast",
+                "not aligned", "shapes")
 
 
 def _is_shape_error(err):
-    message = str(err).lower()
-    return any(word in message for word in _SHAPE_WORDS)
+    message = str(err).strip().lower()
+    first_line = message.splitlines()[0] if message else ""
+    return any(word in first_line for word in _SHAPE_WORDS)
 
 
 def _data_shapes(model):
