@@ -191,10 +191,8 @@ def _search(prepared, model, score, log_density, batched, kernel, pre, level, rn
     if score_fn is None:
         return None, ("the score is an array, so it cannot be evaluated at new points: pass "
                       "score= as a callable")
-    try:
-        from steindiag.methods.missing_mass import search_missing_mass
-    except ImportError:  # pragma: no cover - only before the search is part of the package
-        return None, "this installation has no missing-mass search"
+    from steindiag.methods.missing_mass import search_missing_mass
+
     starts = None
     if model is not None and log_density is None:
         from steindiag.inputs._pymc_prior import prior_starts
