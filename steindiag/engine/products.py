@@ -24,6 +24,7 @@ how many threads they get (``threads_for``; ``methods.weights._run_frank_wolfe``
 import numba as nb
 import numpy as np
 
+from steindiag.engine.threads import on_threads
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
 from steindiag.kernels._stein import block_stein_values, kernel_constants
 
@@ -64,7 +65,6 @@ def _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj
     block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, 1.0, out)
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
                   out, scatter):
     """out = K_p @ weights, from the lower triangle (each pair evaluated once).
@@ -88,19 +88,23 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
     n_parts = scatter.shape[0]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    for part in nb.prange(n_parts):
+    on_threads(_matvec_parts, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), diagonal, weights, out, scatter, np.int64(n_tasks),
+               np.int64(n_blocks))
+    for part in range(n_parts):
+        out += scatter[part]
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _matvec_parts(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
+                  scatter, n_tasks, n_blocks, first, step):
+    """Parts first, first + step, ... of ``kernel_matvec`` (see ``engine.threads``)."""
+    for part in range(first, scatter.shape[0], step):
         _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
-                     out, scatter, n_tasks, n_blocks, np.int64(part))
-    n_chunks = (n + _BLOCK - 1) // _BLOCK
-    for chunk in nb.prange(n_chunks):
-        for j in range(chunk * _BLOCK, min((chunk + 1) * _BLOCK, n)):
-            total = out[j]
-            for part in range(n_parts):
-                total += scatter[part, j]
-            out[j] = total
+                     out, scatter, n_tasks, n_blocks, part)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
                  scatter, n_tasks, n_blocks, part):
     """Part ``part`` of ``kernel_matvec``: its rows into ``out``, its scatter into ``scatter[part]``."""
@@ -134,21 +138,26 @@ def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagona
                 out[i] = total
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_rows(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out):
     """out[r, j] = k_p(x_index[r], x_j) for all j (parallel over blocks of j).
 
     Memory: the (len(index), N) output only.
     """
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
-    for chunk in nb.prange(n_chunks):
-        _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out,
-                    np.int64(chunk))
+    on_threads(_rows_chunks, draws_t, scores_t, a, bool(isotropic), kind, params, float(trace_a),
+               index, out, np.int64(n_chunks))
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _rows_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, n_chunks,
+                 first, step):
+    """Chunks first, first + step, ... of ``kernel_rows`` (see ``engine.threads``)."""
+    for chunk in range(first, n_chunks, step):
+        _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk):
     """Columns ``chunk * _BLOCK ...`` of ``kernel_rows``."""
     n = draws_t.shape[2]
@@ -169,7 +178,6 @@ def _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, o
             out[r, j0 + m] = values[m]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
                    out):
     """out = K_p @ W for a sparse (N, B) W with one non-zero per listed row.
@@ -180,15 +188,22 @@ def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
     the (N, B) output only.
     """
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_columns = out.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
-    for chunk in nb.prange(n_chunks):
+    on_threads(_columns_chunks, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), index, values, column, out, np.int64(n_chunks))
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _columns_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
+                    out, n_chunks, first, step):
+    """Chunks first, first + step, ... of ``kernel_columns`` (see ``engine.threads``)."""
+    for chunk in range(first, n_chunks, step):
         _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values,
-                       column, out, np.int64(chunk))
+                       column, out, chunk)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
                    out, chunk):
     """Rows ``chunk * _BLOCK ...`` of ``kernel_columns``."""
@@ -216,22 +231,33 @@ def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
             out[j0 + m, b] += value * row[m]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_matrix(draws_t, scores_t, a, isotropic, kind, params, trace_a, out):
     """out = K_p, the dense symmetric (N, N) matrix (8 N^2 bytes): lower triangle, mirrored."""
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    for task in nb.prange(n_tasks):
-        _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks,
-                     np.int64(task))
-    for i in nb.prange(n):
+    on_threads(_matrix_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), out, np.int64(n_blocks), np.int64(n_tasks))
+    on_threads(_mirror_rows, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _mirror_rows(out, first, step):
+    """out[j, i] = out[i, j] for j < i, rows i = first, first + step, ..."""
+    for i in range(first, out.shape[0], step):
         for j in range(i):
             out[j, i] = out[i, j]
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _matrix_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, n_tasks,
+                  first, step):
+    """Tasks first, first + step, ... of ``kernel_matrix`` (see ``engine.threads``)."""
+    for task in range(first, n_tasks, step):
+        _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task):
     """Row blocks ``task`` and ``n_blocks - 1 - task`` of ``kernel_matrix`` (lower triangle)."""
     n = draws_t.shape[2]
