@@ -278,17 +278,25 @@ def _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, t
         np.dot(y_i, y[j0:j1].T, gram)
         _fill_tile(gram, norms[i0:i1], norms[j0:j1], kind, c2, beta, f_tile, g_tile)
         np.dot(f_tile, values[j0:j1], values_product)
-        acc_values += values_product
+        # Explicit loops: an array expression would compile Numba's broadcast-error
+        # message (string formatting, seconds of a first call).
+        for r in range(ni):
+            for c in range(m_values):
+                acc_values[r, c] += values_product[r, c]
         summed = f_tile if fold else g_tile
         if not fold:
             np.dot(g_tile, y[j0:j1], grad_product)
-            acc_grad += grad_product
+            for r in range(ni):
+                for k in range(d):
+                    acc_grad[r, k] += grad_product[r, k]
         for r in range(ni):
             total = 0.0
             for mm in range(nj):
                 total += summed[r, mm]
             row_sums[r] += total
-    values_sum[i0:i1] = acc_values
+    for r in range(ni):
+        for c in range(m_values):
+            values_sum[i0 + r, c] = acc_values[r, c]
     for r in range(ni):
         for k in range(d):
             if fold:
