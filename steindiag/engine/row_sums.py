@@ -143,7 +143,7 @@ def lower_row_sums(
                 np.int64(rows_per_task), np.int64(n_blocks))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _lower_row_sums_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
                           row_all, t_begin, t_end, rows_per_task, n_blocks, first, step):
     """Tasks first, first + step, ... of ``lower_row_sums`` (see ``engine.threads``).
@@ -156,7 +156,7 @@ def _lower_row_sums_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a
                              row_all, t_begin, t_end, rows_per_task, n_blocks, task)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _lower_row_sums_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
                          row_all, t_begin, t_end, rows_per_task, n_blocks, task):
     """Rows of blocks ``task`` and ``n_blocks - 1 - task`` of ``lower_row_sums``."""
@@ -214,7 +214,7 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, 
                 float(trace_a), row_same, np.int64(c_begin), np.int64(c_end))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _same_chain_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c_begin,
                       c_end, first, step):
     """Chains c_begin + first, c_begin + first + step, ... of ``same_chain_row_sums``."""
@@ -222,7 +222,7 @@ def _same_chain_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, ro
         _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c):
     """Chain ``c`` of ``same_chain_row_sums``."""
     c2, beta = kernel_constants(kind, params)
@@ -491,7 +491,9 @@ def lower_row_sums_gemm(
                 np.int64(tile_begin), np.int64(n_range))
 
 
-@nb.njit(cache=True, nogil=True)
+# error_model="numpy": _tile_row_sums is inlined here, and its pair loops vectorise only
+# without Python's division checks (see _tile_pair_sum).
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _gemm_tasks(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
                 row_same, row_all, tile_begin, n_range, first, step):
     """Tasks first, first + step, ... of ``lower_row_sums_gemm`` (see ``engine.threads``)."""
@@ -501,7 +503,7 @@ def _gemm_tasks(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, p
                    trace_a, row_same, row_all, tile_begin, n_range, task)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _gemm_task(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
                row_same, row_all, tile_begin, n_range, task):
     """Row tiles ``task`` and ``n_range - 1 - task`` (from ``tile_begin``) of ``lower_row_sums_gemm``."""
