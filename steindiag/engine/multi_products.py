@@ -25,6 +25,7 @@ innermost loops running over points with unit stride).
 import numba as nb
 import numpy as np
 
+from steindiag.engine.threads import on_threads
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block
 from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
 
@@ -78,7 +79,6 @@ def _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
                 acc[r, b] += result[r, b]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
                           tile_start, tile_stop, tile_chain_start, cross, out):
     """out[t, 0, b] and out[t, 1, b]: row tile t's share of w_b^T K_p w_b, same chain and cross.
@@ -110,19 +110,22 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a
     """
     n_tiles = tile_start.shape[0]
     n_tasks = (n_tiles + 1) // 2
-    rows = np.int64(0)
-    for t in range(n_tiles):
-        rows = max(rows, tile_stop[t] - tile_start[t])
-    for task in nb.prange(n_tasks):
+    rows = np.int64(np.max(tile_stop - tile_start)) if n_tiles else np.int64(0)
+    on_threads(_quadratic_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), weights, tile_start, tile_stop, tile_chain_start, bool(cross),
+               out, rows, np.int64(n_tasks))
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _quadratic_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
+                     tile_stop, tile_chain_start, cross, out, rows, n_tasks, first, step):
+    """Tasks first, first + step, ... of ``stein_quadratic_forms`` (see ``engine.threads``)."""
+    for task in range(first, n_tasks, step):
         _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
-                        tile_start, tile_stop, tile_chain_start, cross, out, rows,
-                        np.int64(task))
+                        tile_start, tile_stop, tile_chain_start, cross, out, rows, task)
 
 
-# The parallel functions keep only their prange loops and call plain per-task functions
-# (see ``engine.row_sums._lower_row_sums_task``): parallel compilation of a large loop
-# body costs seconds, of one call a fraction of a second.
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
                     tile_stop, tile_chain_start, cross, out, rows, task):
     """Row tiles ``task`` and ``n_tiles - 1 - task`` of ``stein_quadratic_forms``."""
@@ -170,7 +173,6 @@ def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weig
                 out[t, 1, b] += w_row[b] * acc_cross[r, b]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def stein_matmat(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out):
     """out = K_p @ weights for an (N, B) C-contiguous ``weights``; out (N, B) overwritten.
 
@@ -180,12 +182,19 @@ def stein_matmat(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
     """
     n = draws_t.shape[2]
     n_tiles = (n + QUADRATIC_TILE_ROWS - 1) // QUADRATIC_TILE_ROWS
-    for t in nb.prange(n_tiles):
-        _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out,
-                     np.int64(t))
+    on_threads(_matmat_tiles, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), weights, out, np.int64(n_tiles))
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _matmat_tiles(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, n_tiles,
+                  first, step):
+    """Row tiles first, first + step, ... of ``stein_matmat`` (see ``engine.threads``)."""
+    for t in range(first, n_tiles, step):
+        _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, t)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, t):
     """Row tile ``t`` of ``stein_matmat``."""
     n = draws_t.shape[2]
@@ -227,7 +236,6 @@ def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, kind, params):
     return block_base_sum(kind, c2, beta, qdist, nj)
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM, error_model="numpy")
 def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, partial):
     """Lower-triangle sums of the base kernel between contiguous groups ("units") of points.
 
@@ -250,12 +258,20 @@ def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, parti
     n_parts = partial.shape[0]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    for part in nb.prange(n_parts):
+    on_threads(_unit_sums_parts, draws_t, a, bool(isotropic), kind, params, unit_start, partial,
+               np.int64(n_blocks), np.int64(n_tasks))
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
+def _unit_sums_parts(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, n_tasks,
+                     first, step):
+    """Parts first, first + step, ... of ``base_kernel_unit_sums`` (see ``engine.threads``)."""
+    for part in range(first, partial.shape[0], step):
         _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks,
-                        n_tasks, np.int64(part))
+                        n_tasks, part)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, n_tasks,
                     part):
     """Part ``part`` of ``base_kernel_unit_sums``: its row tasks, summed into partial[part]."""

@@ -24,6 +24,7 @@ how many threads they get (``threads_for``; ``methods.weights._run_frank_wolfe``
 import numba as nb
 import numpy as np
 
+from steindiag.engine.threads import on_threads
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
 from steindiag.kernels._stein import block_stein_values, kernel_constants
 
@@ -64,7 +65,6 @@ def _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, i, j0, nj
     block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, 1.0, out)
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
                   out, scatter):
     """out = K_p @ weights, from the lower triangle (each pair evaluated once).
@@ -88,19 +88,23 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
     n_parts = scatter.shape[0]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    for part in nb.prange(n_parts):
+    on_threads(_matvec_parts, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), diagonal, weights, out, scatter, np.int64(n_tasks),
+               np.int64(n_blocks))
+    for part in range(n_parts):
+        out += scatter[part]
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _matvec_parts(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
+                  scatter, n_tasks, n_blocks, first, step):
+    """Parts first, first + step, ... of ``kernel_matvec`` (see ``engine.threads``)."""
+    for part in range(first, scatter.shape[0], step):
         _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
-                     out, scatter, n_tasks, n_blocks, np.int64(part))
-    n_chunks = (n + _BLOCK - 1) // _BLOCK
-    for chunk in nb.prange(n_chunks):
-        for j in range(chunk * _BLOCK, min((chunk + 1) * _BLOCK, n)):
-            total = out[j]
-            for part in range(n_parts):
-                total += scatter[part, j]
-            out[j] = total
+                     out, scatter, n_tasks, n_blocks, part)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
                  scatter, n_tasks, n_blocks, part):
     """Part ``part`` of ``kernel_matvec``: its rows into ``out``, its scatter into ``scatter[part]``."""
@@ -134,21 +138,26 @@ def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagona
                 out[i] = total
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_rows(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out):
     """out[r, j] = k_p(x_index[r], x_j) for all j (parallel over blocks of j).
 
     Memory: the (len(index), N) output only.
     """
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
-    for chunk in nb.prange(n_chunks):
-        _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out,
-                    np.int64(chunk))
+    on_threads(_rows_chunks, draws_t, scores_t, a, bool(isotropic), kind, params, float(trace_a),
+               index, out, np.int64(n_chunks))
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _rows_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, n_chunks,
+                 first, step):
+    """Chunks first, first + step, ... of ``kernel_rows`` (see ``engine.threads``)."""
+    for chunk in range(first, n_chunks, step):
+        _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk):
     """Columns ``chunk * _BLOCK ...`` of ``kernel_rows``."""
     n = draws_t.shape[2]
@@ -169,7 +178,6 @@ def _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, o
             out[r, j0 + m] = values[m]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
                    out):
     """out = K_p @ W for a sparse (N, B) W with one non-zero per listed row.
@@ -180,15 +188,22 @@ def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
     the (N, B) output only.
     """
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_columns = out.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
-    for chunk in nb.prange(n_chunks):
+    on_threads(_columns_chunks, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), index, values, column, out, np.int64(n_chunks))
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _columns_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
+                    out, n_chunks, first, step):
+    """Chunks first, first + step, ... of ``kernel_columns`` (see ``engine.threads``)."""
+    for chunk in range(first, n_chunks, step):
         _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values,
-                       column, out, np.int64(chunk))
+                       column, out, chunk)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
                    out, chunk):
     """Rows ``chunk * _BLOCK ...`` of ``kernel_columns``."""
@@ -216,22 +231,33 @@ def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
             out[j0 + m, b] += value * row[m]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def kernel_matrix(draws_t, scores_t, a, isotropic, kind, params, trace_a, out):
     """out = K_p, the dense symmetric (N, N) matrix (8 N^2 bytes): lower triangle, mirrored."""
     n = draws_t.shape[2]
-    d = draws_t.shape[1]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    for task in nb.prange(n_tasks):
-        _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks,
-                     np.int64(task))
-    for i in nb.prange(n):
+    on_threads(_matrix_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
+               float(trace_a), out, np.int64(n_blocks), np.int64(n_tasks))
+    on_threads(_mirror_rows, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _mirror_rows(out, first, step):
+    """out[j, i] = out[i, j] for j < i, rows i = first, first + step, ..."""
+    for i in range(first, out.shape[0], step):
         for j in range(i):
             out[j, i] = out[i, j]
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _matrix_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, n_tasks,
+                  first, step):
+    """Tasks first, first + step, ... of ``kernel_matrix`` (see ``engine.threads``)."""
+    for task in range(first, n_tasks, step):
+        _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task):
     """Row blocks ``task`` and ``n_blocks - 1 - task`` of ``kernel_matrix`` (lower triangle)."""
     n = draws_t.shape[2]
@@ -261,7 +287,6 @@ def _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_
 _TAU = 1e-12
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal,
                          weights, gradient, tol, floor, max_iter):
     """Pairwise Frank-Wolfe for min w^T K_p w on the simplex; updates weights in place.
@@ -290,78 +315,104 @@ def pairwise_frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a,
     O(N) memory. The running g drifts by rounding only; the caller recomputes it
     exactly with ``kernel_matvec`` before certifying.
     """
-    n = draws_t.shape[2]
-    d = draws_t.shape[1]
-    n_chunks = (n + _BLOCK - 1) // _BLOCK
-    row_v = np.empty(n)
-    chunk_best = np.empty(n_chunks)
-    chunk_arg = np.empty(n_chunks, dtype=np.int64)
-    chunk_max = np.empty(n_chunks)
-    chunk_argmax = np.empty(n_chunks, dtype=np.int64)
-    chunk_min = np.empty(n_chunks)
-    chunk_f = np.empty(n_chunks)
-    # Per-chunk scratch, allocated once (an allocation per chunk and step costs as much
-    # as the kernel evaluations of a 256-point chunk).
-    scratch = np.empty((n_chunks, 5, _BLOCK))
-    point = np.empty((n_chunks, 2, d))
+    solver = _frank_wolfe_serial if nb.get_num_threads() == 1 else _frank_wolfe_parallel
+    return solver(draws_t, scores_t, a, bool(isotropic), kind, params, float(trace_a), diagonal,
+                  weights, gradient, float(tol), float(floor), np.int64(max_iter))
 
-    # Initial away point, min g and f.
-    v = np.int64(-1)
-    g_max = -np.inf
-    g_min = np.inf
-    f = 0.0
-    for j in range(n):
-        f += weights[j] * gradient[j]
-        if gradient[j] < g_min:
-            g_min = gradient[j]
-        if weights[j] > 0.0 and gradient[j] > g_max:
-            g_max = gradient[j]
-            v = j
-    iteration = 0
-    while iteration < max_iter:
-        if 2.0 * (f - g_min) <= tol * f + floor:
-            break
-        iteration += 1
-        g_v = gradient[v]
-        k_vv = diagonal[v]
-        # Pass 1: row v and the best partner s in each chunk.
-        for chunk in nb.prange(n_chunks):
-            _fw_row_v(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, gradient,
-                      v, g_v, k_vv, row_v, scratch, point, chunk_best, chunk_arg,
-                      np.int64(chunk))
-        s = np.int64(-1)
-        best = 0.0
-        for chunk in range(n_chunks):
-            if chunk_arg[chunk] >= 0 and chunk_best[chunk] > best:
-                best = chunk_best[chunk]
-                s = chunk_arg[chunk]
-        if s < 0:
-            # No point has a smaller gradient than v: the running g says optimal.
-            break
-        curvature = max(k_vv + diagonal[s] - 2.0 * row_v[s], _TAU)
-        gamma = (g_v - gradient[s]) / curvature
-        if gamma >= weights[v]:
-            gamma = weights[v]
-            weights[v] = 0.0
-        else:
-            weights[v] -= gamma
-        weights[s] += gamma
-        # Pass 2: row s, the gradient update, the next away point, min g and f.
-        for chunk in nb.prange(n_chunks):
-            _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, gradient,
-                      s, gamma, row_v, scratch, point, chunk_max, chunk_argmax, chunk_min,
-                      chunk_f, np.int64(chunk))
+
+def _make_frank_wolfe(parallel):
+    """The loop of ``pairwise_frank_wolfe``, compiled with or without ``parallel=True``.
+
+    On one thread (the solver's choice below ``PARALLEL_MIN_N`` points and on loaded
+    machines) the serial version runs: it compiles in a fraction of the parallel one's
+    time (see ``engine.threads``). ``parallel`` is a closure variable, so Numba's cache
+    keeps the two versions apart.
+    """
+
+    @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM)
+    def frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, gradient, tol,
+                    floor, max_iter):
+        # Reading ``parallel`` makes it a closure variable, whose value is part of Numba's
+        # cache key: the serial and parallel versions keep separate cache entries.
+        assert parallel in (False, True)
+        n = draws_t.shape[2]
+        d = draws_t.shape[1]
+        n_chunks = (n + _BLOCK - 1) // _BLOCK
+        row_v = np.empty(n)
+        chunk_best = np.empty(n_chunks)
+        chunk_arg = np.empty(n_chunks, dtype=np.int64)
+        chunk_max = np.empty(n_chunks)
+        chunk_argmax = np.empty(n_chunks, dtype=np.int64)
+        chunk_min = np.empty(n_chunks)
+        chunk_f = np.empty(n_chunks)
+        # Per-chunk scratch, allocated once (an allocation per chunk and step costs as much
+        # as the kernel evaluations of a 256-point chunk).
+        scratch = np.empty((n_chunks, 5, _BLOCK))
+        point = np.empty((n_chunks, 2, d))
+
+        # Initial away point, min g and f.
+        v = np.int64(-1)
         g_max = -np.inf
         g_min = np.inf
         f = 0.0
-        for chunk in range(n_chunks):
-            f += chunk_f[chunk]
-            if chunk_min[chunk] < g_min:
-                g_min = chunk_min[chunk]
-            if chunk_argmax[chunk] >= 0 and chunk_max[chunk] > g_max:
-                g_max = chunk_max[chunk]
-                v = chunk_argmax[chunk]
-    return iteration, f, g_min
+        for j in range(n):
+            f += weights[j] * gradient[j]
+            if gradient[j] < g_min:
+                g_min = gradient[j]
+            if weights[j] > 0.0 and gradient[j] > g_max:
+                g_max = gradient[j]
+                v = j
+        iteration = 0
+        while iteration < max_iter:
+            if 2.0 * (f - g_min) <= tol * f + floor:
+                break
+            iteration += 1
+            g_v = gradient[v]
+            k_vv = diagonal[v]
+            # Pass 1: row v and the best partner s in each chunk.
+            for chunk in nb.prange(n_chunks):
+                _fw_row_v(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, gradient,
+                          v, g_v, k_vv, row_v, scratch, point, chunk_best, chunk_arg,
+                          np.int64(chunk))
+            s = np.int64(-1)
+            best = 0.0
+            for chunk in range(n_chunks):
+                if chunk_arg[chunk] >= 0 and chunk_best[chunk] > best:
+                    best = chunk_best[chunk]
+                    s = chunk_arg[chunk]
+            if s < 0:
+                # No point has a smaller gradient than v: the running g says optimal.
+                break
+            curvature = max(k_vv + diagonal[s] - 2.0 * row_v[s], _TAU)
+            gamma = (g_v - gradient[s]) / curvature
+            if gamma >= weights[v]:
+                gamma = weights[v]
+                weights[v] = 0.0
+            else:
+                weights[v] -= gamma
+            weights[s] += gamma
+            # Pass 2: row s, the gradient update, the next away point, min g and f.
+            for chunk in nb.prange(n_chunks):
+                _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, gradient,
+                          s, gamma, row_v, scratch, point, chunk_max, chunk_argmax, chunk_min,
+                          chunk_f, np.int64(chunk))
+            g_max = -np.inf
+            g_min = np.inf
+            f = 0.0
+            for chunk in range(n_chunks):
+                f += chunk_f[chunk]
+                if chunk_min[chunk] < g_min:
+                    g_min = chunk_min[chunk]
+                if chunk_argmax[chunk] >= 0 and chunk_max[chunk] > g_max:
+                    g_max = chunk_max[chunk]
+                    v = chunk_argmax[chunk]
+        return iteration, f, g_min
+
+    return frank_wolfe
+
+
+_frank_wolfe_serial = _make_frank_wolfe(False)
+_frank_wolfe_parallel = _make_frank_wolfe(True)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM)
@@ -435,7 +486,6 @@ def _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, g
     chunk_f[chunk] = local_f
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
                     step_penalty, n_points, selected):
     """Greedy Stein thinning: selected[t] = argmin_i objective_t(i), t = 0 .. n_points - 1.
@@ -453,33 +503,53 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, obje
     rule of Riabiz et al. (2022). Ties go to the smallest index (as numpy.argmin).
     One kernel row per step: O(N n_points) pairs, O(N) memory.
     """
-    n = draws_t.shape[2]
-    d = draws_t.shape[1]
-    n_chunks = (n + _BLOCK - 1) // _BLOCK
-    chunk_min = np.empty(n_chunks)
-    chunk_arg = np.empty(n_chunks, dtype=np.int64)
-    best = objective[0]
-    arg = np.int64(0)
-    for j in range(1, n):
-        if objective[j] < best:
-            best = objective[j]
-            arg = j
-    for t in range(n_points):
-        selected[t] = arg
-        if t == n_points - 1:
-            break
-        for chunk in nb.prange(n_chunks):
-            _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
-                          step_penalty, arg, chunk_min, chunk_arg, np.int64(chunk))
-        best = np.inf
-        arg = -1
-        for chunk in range(n_chunks):
-            if chunk_min[chunk] < best:
-                best = chunk_min[chunk]
-                arg = chunk_arg[chunk]
-        if arg < 0:
-            # Every objective is NaN: cannot happen with finite inputs; keep the last point.
-            arg = selected[t]
+    run = _greedy_serial if nb.get_num_threads() == 1 else _greedy_parallel
+    run(draws_t, scores_t, a, bool(isotropic), kind, params, float(trace_a), objective,
+        step_penalty, np.int64(n_points), selected)
+
+
+def _make_greedy(parallel):
+    """The loop of ``greedy_thinning``, with or without ``parallel=True`` (as
+    ``_make_frank_wolfe``; ``threads_for`` runs it on one thread below ``PARALLEL_MIN_N``)."""
+
+    @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM)
+    def greedy(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
+               n_points, selected):
+        # Reading ``parallel`` makes it a closure variable, whose value is part of Numba's
+        # cache key: the serial and parallel versions keep separate cache entries.
+        assert parallel in (False, True)
+        n = draws_t.shape[2]
+        n_chunks = (n + _BLOCK - 1) // _BLOCK
+        chunk_min = np.empty(n_chunks)
+        chunk_arg = np.empty(n_chunks, dtype=np.int64)
+        best = objective[0]
+        arg = np.int64(0)
+        for j in range(1, n):
+            if objective[j] < best:
+                best = objective[j]
+                arg = j
+        for t in range(n_points):
+            selected[t] = arg
+            if t == n_points - 1:
+                break
+            for chunk in nb.prange(n_chunks):
+                _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
+                              step_penalty, arg, chunk_min, chunk_arg, np.int64(chunk))
+            best = np.inf
+            arg = -1
+            for chunk in range(n_chunks):
+                if chunk_min[chunk] < best:
+                    best = chunk_min[chunk]
+                    arg = chunk_arg[chunk]
+            if arg < 0:
+                # Every objective is NaN: cannot happen with finite inputs; keep the last point.
+                arg = selected[t]
+
+    return greedy
+
+
+_greedy_serial = _make_greedy(False)
+_greedy_parallel = _make_greedy(True)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM)

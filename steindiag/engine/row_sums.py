@@ -33,6 +33,7 @@ import numba as nb
 import numpy as np
 from numba.extending import overload
 
+from steindiag.engine.threads import on_threads as _on_threads
 from steindiag.kernels._stein import (  # noqa: F401  (_q_powers, stein_combine: re-exported)
     FAST_SUM as _FAST_SUM,
     IMQ,
@@ -114,7 +115,6 @@ def _accumulate_block(
                 ss[m] += sk * ssj[m]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def lower_row_sums(
     draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, row_all, t_begin, t_end
 ):
@@ -138,18 +138,25 @@ def lower_row_sums(
     """
     rows_per_task = 8
     n_blocks = (t_end - t_begin + rows_per_task - 1) // rows_per_task
+    _on_threads(_lower_row_sums_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
+                float(trace_a), row_same, row_all, np.int64(t_begin), np.int64(t_end),
+                np.int64(rows_per_task), np.int64(n_blocks))
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
+def _lower_row_sums_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
+                          row_all, t_begin, t_end, rows_per_task, n_blocks, first, step):
+    """Tasks first, first + step, ... of ``lower_row_sums`` (see ``engine.threads``).
+
+    Task b holds the rows of blocks b and n_blocks - 1 - b.
+    """
     n_tasks = (n_blocks + 1) // 2
-    for task in nb.prange(n_tasks):
+    for task in range(first, n_tasks, step):
         _lower_row_sums_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
-                             row_all, t_begin, t_end, rows_per_task, n_blocks, np.int64(task))
+                             row_all, t_begin, t_end, rows_per_task, n_blocks, task)
 
 
-# Parallel passes keep only the prange loop in the parallel function and move its body
-# into a plain function like this one: Numba's parallel compilation (parfors) costs
-# several seconds for a large loop body and a fraction of a second for one call. The
-# loop index is passed as np.int64: inside the parallel region it is typed uint64, and
-# the body would be compiled a second time for that type.
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _lower_row_sums_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
                          row_all, t_begin, t_end, rows_per_task, n_blocks, task):
     """Rows of blocks ``task`` and ``n_blocks - 1 - task`` of ``lower_row_sums``."""
@@ -194,7 +201,6 @@ def _lower_row_sums_task(draws_t, scores_t, a, isotropic, kind, params, trace_a,
                 row_same[c, t] = total_same
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
                         c_begin, c_end):
     """Row sums of k_p over the earlier draws of the same chain only (fused per-pair loop).
@@ -204,12 +210,19 @@ def same_chain_row_sums(draws_t, scores_t, a, isotropic, kind, params, trace_a, 
     pass to use when there are many chains: its work, n_chain n_draw^2 / 2 pairs, is
     1/n_chain of the pooled pass.
     """
-    for c in nb.prange(c_begin, c_end):
-        _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same,
-                         np.int64(c))
+    _on_threads(_same_chain_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
+                float(trace_a), row_same, np.int64(c_begin), np.int64(c_end))
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
+def _same_chain_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c_begin,
+                      c_end, first, step):
+    """Chains c_begin + first, c_begin + first + step, ... of ``same_chain_row_sums``."""
+    for c in range(c_begin + first, c_end, step):
+        _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _same_chain_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, row_same, c):
     """Chain ``c`` of ``same_chain_row_sums``."""
     c2, beta = kernel_constants(kind, params)
@@ -375,7 +388,7 @@ def _pair_from_differences(z_i, z_j, y_i, y_j, s_i, s_j, ss, isotropic, scale_q,
     return stein_pair(kind, params, qdist, a2dist, scale_q * uads, ss, trace_a)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _tile_row_sums(
     gram, gram_q, panel_i, panel_j, valid_i, valid_j, diagonal_tile,
     norm_q_i, norm_a2_i, ys_i, norm_q_j, norm_a2_j, ys_j,
@@ -445,7 +458,6 @@ def _tile_row_sums(
             out_all[c_i, tl] += total_all
 
 
-@nb.njit(cache=True, parallel=True)
 def lower_row_sums_gemm(
     panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
     row_same, row_all, tile_begin, tile_end,
@@ -470,18 +482,28 @@ def lower_row_sums_gemm(
     caller does): nested thread pools are several times slower. Memory per thread:
     (2 chain tile)^2 doubles, plus (chain tile)^2 unless isotropic.
     """
-    n_tiles, n_blocks, n_chain, tile, d = panels.shape
-    rows = n_chain * tile
+    tile = panels.shape[3]
     n_range = tile_end - tile_begin
-    n_tasks = (n_range + 1) // 2
     row_same[:, tile_begin * tile : tile_end * tile] = 0.0
     row_all[:, tile_begin * tile : tile_end * tile] = 0.0
-    for task in nb.prange(n_tasks):
+    _on_threads(_gemm_tasks, panels, norm_q, norm_a2, ys, np.int64(n_draw), bool(isotropic),
+                float(scale_q), kind, params, float(trace_a), row_same, row_all,
+                np.int64(tile_begin), np.int64(n_range))
+
+
+# error_model="numpy": _tile_row_sums is inlined here, and its pair loops vectorise only
+# without Python's division checks (see _tile_pair_sum).
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
+def _gemm_tasks(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
+                row_same, row_all, tile_begin, n_range, first, step):
+    """Tasks first, first + step, ... of ``lower_row_sums_gemm`` (see ``engine.threads``)."""
+    n_tasks = (n_range + 1) // 2
+    for task in range(first, n_tasks, step):
         _gemm_task(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params,
-                   trace_a, row_same, row_all, tile_begin, n_range, np.int64(task))
+                   trace_a, row_same, row_all, tile_begin, n_range, task)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _gemm_task(panels, norm_q, norm_a2, ys, n_draw, isotropic, scale_q, kind, params, trace_a,
                row_same, row_all, tile_begin, n_range, task):
     """Row tiles ``task`` and ``n_range - 1 - task`` (from ``tile_begin``) of ``lower_row_sums_gemm``."""

@@ -43,6 +43,7 @@ import numba as nb
 import numpy as np
 
 from steindiag.engine.row_sums import _FAST_SUM
+from steindiag.engine.threads import on_threads
 
 __all__ = ["kernel_vector_sums", "pairwise_squared_distances", "vector_sums_fused",
            "vector_sums_gemm", "RBF", "IMQ",
@@ -125,7 +126,6 @@ def _profile(r2, nj, kind, c2, beta, f, g, bits):
             g[m] = 2.0 * beta * value / q
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM, error_model="numpy")
 def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
     """values_sum[i] = sum_j f(r2_ij) v_j, grad_sum[i] = sum_j 2 f'(r2_ij) a o (x_j - x_i).
 
@@ -139,14 +139,20 @@ def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
     values_sum : float64 (N, m), output
     grad_sum : float64 (N, d), output
     """
-    d, n = x_t.shape
-    m_values = values_t.shape[0]
+    n = x_t.shape[1]
     n_tasks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
-    for task in nb.prange(n_tasks):
-        _fused_task(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, np.int64(task))
+    on_threads(_fused_tasks, x_t, values_t, a, np.int64(kind), float(c2), float(beta), values_sum,
+               grad_sum, np.int64(n_tasks))
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
+def _fused_tasks(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, n_tasks, first, step):
+    """Tasks first, first + step, ... of ``vector_sums_fused`` (see ``engine.threads``)."""
+    for task in range(first, n_tasks, step):
+        _fused_task(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, task)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _fused_task(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, task):
     """Rows ``task * _ROWS_PER_TASK ...`` of ``vector_sums_fused``."""
     d, n = x_t.shape
@@ -207,7 +213,6 @@ def _fill_tile(gram, norms_i, norms_j, kind, c2, beta, f_tile, g_tile):
         _profile(r2, nj, kind, c2, beta, f_tile[r], g_tile[r], bits)
 
 
-@nb.njit(cache=True, parallel=True)
 def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y):
     """As ``vector_sums_fused``, with the dot products of each tile from BLAS.
 
@@ -230,15 +235,20 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
     y_I y_J^T, tiles F and G, then F @ V_J and G @ Y_J (BLAS; the caller limits BLAS to
     one thread). Memory per thread: three ``GEMM_TILE``^2 blocks and the row tile's sums.
     """
-    n, d = y.shape
-    m_values = values.shape[1]
-    n_tiles = (n + GEMM_TILE - 1) // GEMM_TILE
-    for tile_i in nb.prange(n_tiles):
-        _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y,
-                   np.int64(tile_i))
+    n_tiles = (y.shape[0] + GEMM_TILE - 1) // GEMM_TILE
+    on_threads(_gemm_tiles, y, norms, values, np.int64(kind), float(c2), float(beta), bool(fold),
+               values_sum, grad_sum_y, np.int64(n_tiles))
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
+def _gemm_tiles(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, n_tiles, first,
+                step):
+    """Row tiles first, first + step, ... of ``vector_sums_gemm`` (see ``engine.threads``)."""
+    for tile_i in range(first, n_tiles, step):
+        _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_i)
+
+
+@nb.njit(cache=True, inline="always")
 def _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_i):
     """Row tile ``tile_i`` of ``vector_sums_gemm``."""
     n, d = y.shape
@@ -268,17 +278,25 @@ def _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, t
         np.dot(y_i, y[j0:j1].T, gram)
         _fill_tile(gram, norms[i0:i1], norms[j0:j1], kind, c2, beta, f_tile, g_tile)
         np.dot(f_tile, values[j0:j1], values_product)
-        acc_values += values_product
+        # Explicit loops: an array expression would compile Numba's broadcast-error
+        # message (string formatting, seconds of a first call).
+        for r in range(ni):
+            for c in range(m_values):
+                acc_values[r, c] += values_product[r, c]
         summed = f_tile if fold else g_tile
         if not fold:
             np.dot(g_tile, y[j0:j1], grad_product)
-            acc_grad += grad_product
+            for r in range(ni):
+                for k in range(d):
+                    acc_grad[r, k] += grad_product[r, k]
         for r in range(ni):
             total = 0.0
             for mm in range(nj):
                 total += summed[r, mm]
             row_sums[r] += total
-    values_sum[i0:i1] = acc_values
+    for r in range(ni):
+        for c in range(m_values):
+            values_sum[i0 + r, c] = acc_values[r, c]
     for r in range(ni):
         for k in range(d):
             if fold:
@@ -287,19 +305,23 @@ def _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, t
                 grad_sum_y[i0 + r, k] = acc_grad[r, k] - row_sums[r] * y_i[r, k]
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
 def pairwise_squared_distances(x_t, out):
     """out = |x_i - x_j|^2 for all i < j, row by row (row i from offset i M - i (i + 1) / 2).
 
     x_t : float64 (d, M), C-contiguous; out : float64 (M (M - 1) / 2,). From the
     coordinate differences (no cancellation).
     """
-    d, m_points = x_t.shape
-    for i in nb.prange(m_points - 1):
-        _distance_row(x_t, out, np.int64(i))
+    on_threads(_distance_rows, x_t, out)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+def _distance_rows(x_t, out, first, step):
+    """Rows first, first + step, ... of ``pairwise_squared_distances``."""
+    for i in range(first, x_t.shape[1] - 1, step):
+        _distance_row(x_t, out, i)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
 def _distance_row(x_t, out, i):
     """Row ``i`` of ``pairwise_squared_distances``."""
     d, m_points = x_t.shape
