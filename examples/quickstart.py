@@ -1,7 +1,8 @@
-"""Quickstart: sample a PyMC model, measure KSD, plot the running curve.
+"""Quickstart: sample a PyMC model, get a verdict, measure KSD, plot the running curve.
 
 The eight-schools model (non-centred), 4 chains x 1000 draws with NUTS, then
 
+    steindiag.diagnose(idata, model)    # "fits" / "does not fit" / "inconclusive", and why
     steindiag.ksd(idata, model)         # KSD of each chain and pooled, with the i.i.d. floor
     steindiag.ksd_path(idata, model)    # the same as the draws accumulate
     plot_ksd(path)                      # running KSD against n, log-log
@@ -55,8 +56,10 @@ def print_table(res):
     for label, value, floor, u_stat in rows:
         value, floor, u_stat = float(value), float(floor), float(u_stat)
         print(f"{label:>8}  {value:7.4f}  {floor:12.4f}  {value / floor:11.2f}  {u_stat:10.5f}")
-    print("\nA healthy run sits a small factor above its i.i.d. floor (the factor grows with"
-          "\nautocorrelation) and its running curve falls parallel to the floor, slope -1/2.")
+    print("\nKSD / floor describes the draws; it is not the verdict (the floor is computed at the"
+          "\ndraws, so draws far from the posterior raise their own floor): the verdict is"
+          "\ndiagnose's, from calibrated tests. A healthy run's running curve falls parallel to"
+          "\nthe floor, slope -1/2.")
 
 
 def main():
@@ -64,6 +67,9 @@ def main():
     with model:
         idata = pm.sample(draws=1000, tune=1000, chains=4, target_accept=0.95,
                           random_seed=20240501, progressbar=False)
+
+    print(steindiag.diagnose(idata, model, rng=20240501))   # the verdict, its evidence, next step
+    print()
 
     res = steindiag.ksd(idata, model)
     print_table(res)

@@ -41,7 +41,10 @@ _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    spa
 
 
 class Diagnosis(xr.Dataset):
-    """The ``xarray.Dataset`` returned by :func:`steindiag.diagnose`; its repr is the report.
+    """The ``xarray.Dataset`` returned by :func:`steindiag.diagnose`.
+
+    ``print(result)`` shows the report (verdicts, evidence, what to do next); its repr
+    shows the report above the Dataset.
 
     Everything else is the Dataset's: select, save (``to_netcdf``) and compute as with
     any Dataset (the report is kept in ``attrs["report"]``).
@@ -61,6 +64,11 @@ class Diagnosis(xr.Dataset):
         if text is None:
             return xr.Dataset.__repr__(self)
         return text + "\n\n" + xr.Dataset.__repr__(self)
+
+    def __str__(self):
+        # print(result): the report a person acts on; repr adds the Dataset below it.
+        text = self._report()
+        return xr.Dataset.__repr__(self) if text is None else text
 
     def _repr_html_(self):
         text = self._report()

@@ -179,6 +179,9 @@ def test_auto_chooses_nystrom_and_thinned_mmd_above_the_budgets(monkeypatch):
     assert res.attrs["estimator"] == "nystrom"
     assert "every 8-th draw" in res.attrs["mmd_note"]
     assert "Nystrom" in repr(res) and "every 8-th draw" in repr(res)
+    # print() gives the report alone (the documented behaviour); repr adds the Dataset.
+    assert str(res) == res.attrs["report"] and "Data variables" not in str(res)
+    assert "Data variables" in repr(res)
     assert res["verdict_pooled"].item() in rules.VERDICTS
 
 
