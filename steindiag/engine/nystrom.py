@@ -20,11 +20,13 @@ import numba as nb
 import numpy as np
 
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
-from steindiag.kernels._stein import block_stein_values, kernel_constants
+from steindiag.kernels._stein import block_stein_values, kernel_constants, stein_pair
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import sign_chains
 
-__all__ = ["cross_stein_block", "Landmarks", "choose_landmarks", "default_n_landmarks",
-           "nystrom_cumulative_sums", "nystrom_quadratic_forms"]
+__all__ = ["cross_stein_block", "lag_stein_values", "Landmarks", "choose_landmarks",
+           "default_n_landmarks", "default_exact_lags", "nystrom_cumulative_sums",
+           "nystrom_quadratic_forms"]
 
 # Draws per inner block of the cross product (per-pair temporaries live in L1).
 _BLOCK = 256
@@ -61,6 +63,37 @@ def cross_stein_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, la
                                out[r, j0 : j0 + nj])
 
 
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def lag_stein_values(draws_k, scores_k, a, isotropic, kind, params, trace_a, out):
+    """out[t, l - 1] = k_p(x_(t - l), x_t) for 1 <= l <= L = out.shape[1] (0 where t < l).
+
+    ``draws_k``, ``scores_k`` (n, d): consecutive draws of one chain in kernel
+    coordinates. The pair quantities are those of ``_accumulate_block`` (the landmark
+    products), so that the exact and Nyström values of a pair agree when m = N. O(n L d).
+    """
+    n, d = draws_k.shape
+    n_lags = out.shape[1]
+    for t in range(n):
+        for lag in range(1, n_lags + 1):
+            if t < lag:
+                out[t, lag - 1] = 0.0
+                continue
+            s = t - lag
+            qdist = 0.0
+            a2dist = 0.0
+            uads = 0.0
+            ss = 0.0
+            for k in range(d):
+                ak = a[0] if isotropic else a[k]
+                u = draws_k[t, k] - draws_k[s, k]
+                au = ak * u
+                qdist += au * u
+                a2dist += au * au
+                uads += au * (scores_k[t, k] - scores_k[s, k])
+                ss += scores_k[t, k] * scores_k[s, k]
+            out[t, lag - 1] = stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a)
+
+
 # Relative eigenvalue cut-off of K_mm: directions with eigenvalue below this times the
 # largest are dropped from the projection (the pseudo-inverse square root). Rounding in
 # K_p(L, x), about 1e-16 of the largest eigenvalue, is amplified by 1 / sqrt(lambda):
@@ -77,6 +110,17 @@ _WEIGHT_ROWS = 2048
 _LANDMARKS_PER_ROOT_N = 4.0
 _MIN_LANDMARKS = 200
 _MAX_LANDMARKS = 500
+# Exact lags: pairs of draws of one chain at most L apart are computed exactly, with
+# L = min(_MAX_EXACT_LAGS, ceil(_LAGS_PER_TAU tau), draw - 1), tau the largest integrated
+# autocorrelation time over chains and coordinates, estimated on the first
+# _TAU_DRAWS draws of each chain. See ``default_exact_lags``.
+_LAGS_PER_TAU = 2.0
+_MAX_EXACT_LAGS = 50
+_TAU_DRAWS = 65536
+EXACT_LAG_RULE = ("pairs of draws of one chain at most n_exact_lags apart computed exactly: "
+                  "n_exact_lags = min(50, ceil(2 tau), draw - 1), tau the largest integrated "
+                  "autocorrelation time (Geyer) over chains and coordinates of the draws "
+                  "(first 65536 draws of each chain)")
 LANDMARK_RULE = ("uniformly without replacement from the pooled draws, with the call's rng "
                  "(numpy.random.Generator.choice); indices in landmark_index (chain-major: "
                  "chain * n_draw + draw)")
@@ -87,6 +131,20 @@ def default_n_landmarks(n_total):
     user guide, "Many draws: the Nyström estimator")."""
     m = int(np.ceil(_LANDMARKS_PER_ROOT_N * np.sqrt(n_total)))
     return int(min(n_total, max(_MIN_LANDMARKS, min(_MAX_LANDMARKS, m))))
+
+
+def default_exact_lags(draws):
+    """L = min(50, ceil(2 tau), draw - 1) for draws (chain, draw, d); see ``EXACT_LAG_RULE``.
+
+    Neighbouring draws of a chain are close pairs that m landmarks do not resolve; their
+    Stein kernel values matter up to lags of a few autocorrelation times.
+    """
+    n_chain, n_draw, _ = draws.shape
+    if n_draw < 2:
+        return 0
+    head = draws[:, :_TAU_DRAWS]
+    tau = max(float(integrated_autocorrelation_time(head[c]).max()) for c in range(n_chain))
+    return int(min(_MAX_EXACT_LAGS, np.ceil(_LAGS_PER_TAU * tau), n_draw - 1))
 
 
 def _transposed_block(pre, draws, scores):
@@ -122,6 +180,7 @@ class Landmarks:
     trace_a: float
     kind: tuple
     params: np.ndarray
+    n_lags: int = 0
 
     @property
     def rank(self):
@@ -136,6 +195,8 @@ class Landmarks:
             "landmark_rule": LANDMARK_RULE,
             "landmark_index": self.index.copy(),
             "eigenvalue_cutoff": EIGEN_CUTOFF,
+            "n_exact_lags": int(self.n_lags),
+            "exact_lag_rule": EXACT_LAG_RULE,
         }
 
     def cross(self, draws_t, scores_t):
@@ -151,6 +212,24 @@ class Landmarks:
         features = self.projection @ self.cross(draws_t, scores_t)
         exact = stein_kernel_diagonal(scores_sq, self.kind, self.params, self.trace_a)
         return features, exact, np.einsum("rn,rn->n", features, features)
+
+    def lag_gaps(self, draws, scores, pre, features, n_prefix):
+        """k_p(x_(t-l), x_t) - phi(x_(t-l)).phi(x_t), (n - n_prefix, L), l = 1..L.
+
+        ``draws``, ``scores`` (n, d): consecutive draws of one chain, the first
+        ``n_prefix`` only partners of the later ones (when they are the chain's first
+        draws, pairs reaching before them are 0); ``features`` (r, n) theirs.
+        """
+        n = draws.shape[0]
+        x_k, s_k = pre.to_kernel_coordinates(draws, scores)
+        exact = np.empty((n, self.n_lags))
+        lag_stein_values(np.ascontiguousarray(x_k), np.ascontiguousarray(s_k), self.a,
+                         self.isotropic, self.kind, self.params, self.trace_a, exact)
+        for lag in range(1, min(self.n_lags, n - 1) + 1):
+            start = max(lag, n_prefix)
+            exact[start:, lag - 1] -= np.einsum("rn,rn->n", features[:, start - lag : n - lag],
+                                                features[:, start:])
+        return exact[n_prefix:]
 
 
 def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
@@ -185,26 +264,42 @@ def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     return land
 
 
-def _sums_block(land, pre, draws, scores, carry, path):
-    """One time-major block (chain, b, d): running squared norms or block totals.
+def _sums_block(land, pre, draws, scores, t0, t1, carry, path):
+    """Draws t0..t1 of every chain (time-major block): running squared norms or totals.
 
     ``carry`` (r, chain): the running feature sums before the block (updated in place).
-    Returns (exact diagonal (chain, b), Nyström diagonal (chain, b), per-chain squared
-    norms of the running sums (chain, b) and pooled (b,)), the last two None unless ``path``.
+    Returns (exact diagonal (chain, b), exact minus Nyström over the block's pairs that
+    the Nyström sum misses (chain, b): the diagonal and, for each draw t, both ordered
+    pairs (t - l, t), l = 1..L, per-chain squared norms of the running sums (chain, b)
+    and pooled (b,)), the last two None unless ``path``. The L draws before t0 are
+    featurised again as lag partners (no state passes between blocks but ``carry``).
     """
-    n_chain, b, d = draws.shape
-    features, exact, nystrom = land.features(draws.reshape(-1, d), scores.reshape(-1, d), pre)
-    features = features.reshape(-1, n_chain, b)
+    n_chain, _, d = draws.shape
+    b = t1 - t0
+    lo = max(0, t0 - land.n_lags)
+    n_prefix = t0 - lo
+    block_draws = draws[:, lo:t1]
+    block_scores = scores[:, lo:t1]
+    features, exact, nystrom = land.features(block_draws.reshape(-1, d),
+                                             block_scores.reshape(-1, d), pre)
+    features = features.reshape(-1, n_chain, n_prefix + b)
+    exact = exact.reshape(n_chain, -1)[:, n_prefix:]
+    gap = exact - nystrom.reshape(n_chain, -1)[:, n_prefix:]
+    if land.n_lags > 0:
+        for c in range(n_chain):
+            gap[c] += 2.0 * land.lag_gaps(block_draws[c], block_scores[c], pre,
+                                          features[:, c], n_prefix).sum(axis=1)
+    features = features[:, :, n_prefix:]
     if not path:
         carry += features.sum(axis=2)
-        return exact.reshape(n_chain, b), nystrom.reshape(n_chain, b), None, None
+        return exact, gap, None, None
     running = np.cumsum(features, axis=2)
     running += carry[:, :, None]
     per_chain = np.einsum("rcb,rcb->cb", running, running)
     pooled_sum = running.sum(axis=1)
     pooled = np.einsum("rb,rb->b", pooled_sum, pooled_sum)
     carry[...] = running[:, :, -1]
-    return exact.reshape(n_chain, b), nystrom.reshape(n_chain, b), per_chain, pooled
+    return exact, gap, per_chain, pooled
 
 
 def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
@@ -212,12 +307,15 @@ def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
 
     ``per_chain`` (chain, n) and ``pooled`` (n,) approximate the sums of k_p over all
     ordered pairs of the first n draws (of each chain, of every chain) by
-    |sum phi|^2 + sum k_p(x_i, x_i) - sum |phi(x_i)|^2: the off-diagonal pairs from the
-    features, the diagonal exact. ``diag_chain``, ``diag_pooled``: the exact diagonal's
-    running sums. With ``path=False`` only n = draw (one column) is returned.
+    |sum phi|^2 + sum_i (k_p(x_i, x_i) - |phi(x_i)|^2)
+    + 2 sum_(pairs (t - l, t) of one chain, 1 <= l <= L) (k_p - phi.phi): the pairs from
+    the features, except the diagonal and the pairs of draws of one chain at most
+    L = ``land.n_lags`` apart, which are exact. A pair (t - l, t) enters the curve at
+    draw t. ``diag_chain``, ``diag_pooled``: the exact diagonal's running sums. With
+    ``path=False`` only n = draw (one column) is returned.
 
     Streams over blocks of draw indices (every chain): O((m + r) * 4096) memory besides
-    the O(N) outputs; O(N m (8 d + 20) + 2 N m r) time.
+    the O(N) outputs; O(N m (8 d + 20) + 2 N m r + N L (3 d + 2 r)) time.
     """
     n_chain, n_draw, d = draws.shape
     if backend is not None:
@@ -233,10 +331,9 @@ def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
     norms_pooled = np.empty(n_draw) if path else None
     for t0 in range(0, n_draw, step):
         t1 = min(n_draw, t0 + step)
-        ex, ny, per_chain, pooled = _sums_block(land, pre, draws[:, t0:t1], scores[:, t0:t1],
-                                                carry, path)
+        ex, gap, per_chain, pooled = _sums_block(land, pre, draws, scores, t0, t1, carry, path)
         exact[:, t0:t1] = ex
-        correction[:, t0:t1] = ex - ny
+        correction[:, t0:t1] = gap
         if path:
             norms_chain[:, t0:t1] = per_chain
             norms_pooled[t0:t1] = pooled
@@ -419,9 +516,9 @@ def _single_threaded(function, *args):
 
 def _sums_task(ops, t0, t1):
     carry = np.zeros((ops.land.rank, ops.draws.shape[0]))
-    exact, nystrom, _, _ = _single_threaded(_sums_block, ops.land, ops.pre, ops.draws[:, t0:t1],
-                                            ops.scores[:, t0:t1], carry, False)
-    return carry, exact.sum(axis=1), (exact - nystrom).sum(axis=1)
+    exact, gap, _, _ = _single_threaded(_sums_block, ops.land, ops.pre, ops.draws, ops.scores,
+                                        t0, t1, carry, False)
+    return carry, exact.sum(axis=1), gap.sum(axis=1)
 
 
 def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
