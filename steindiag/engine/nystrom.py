@@ -361,44 +361,71 @@ def _final(carry, exact_chain, correction_chain):
 
 @dataclass(kw_only=True)
 class _BlockForms:
-    """What one bootstrap block (draws of one chain) returns: O(r B) numbers."""
+    """What one bootstrap block (draws of one chain) returns: O((r + L) B) numbers."""
 
     total: np.ndarray         # (r,) sum of features (the all-ones column)
     product: np.ndarray       # (r, B) features @ W_block
-    first: np.ndarray         # (B,) W_block's first row (signs) or None
-    last: np.ndarray          # (B,) W_block's last row (signs) or None
+    head: np.ndarray          # (max(1, min(L, b)), B) W_block's first rows
+    tail: np.ndarray          # (max(1, min(L, b)), B) W_block's last rows
     boundary_flip: np.ndarray  # (B,) bool: the sign chains flip entering this block
-    correction: float         # sum of k_p(x, x) - |phi(x)|^2 over the block
-    correction_w: np.ndarray  # (B,) sum of w^2 (k_p(x, x) - |phi(x)|^2) (multinomial only)
+    correction: float         # sum over the block's exact pairs of k_p - phi.phi (see below)
+    correction_w: np.ndarray  # (B,) the same pairs weighted by w_i w_j (within the block)
+    cross_gap: np.ndarray     # (min(L, b), L) gaps of pairs reaching into the previous block
 
 
-def _bootstrap_block(land, pre, draws, scores, kind, seed, flip, n_bootstrap, count):
-    """Features of one block of one chain's draws times its bootstrap weights.
+def _bootstrap_block(land, pre, draws, scores, start, stop, kind, seed, flip, n_bootstrap,
+                     count):
+    """Features of draws start..stop of one chain times their bootstrap weights.
 
-    Sign kinds: the block's sign chains are drawn by ``stats.bootstrap.sign_chains`` with
-    a random first sign; ``boundary_flip`` says whether the chain flips between the
-    previous block's last draw and this one's first (probability ``flip``), and the
-    caller multiplies each column by the sign that makes the chains continuous.
-    Multinomial: ``count`` (B,) resamples fell in this block; they are spread uniformly
-    over its draws (a multinomial split of the chain's counts, so exactly its law).
+    ``draws``, ``scores`` (draw, d): the whole chain. Sign kinds: the block's sign chains
+    are drawn by ``stats.bootstrap.sign_chains`` with a random first sign;
+    ``boundary_flip`` says whether the chain flips between the previous block's last
+    draw and this one's first (probability ``flip``), and the caller multiplies each
+    column by the sign that makes the chains continuous. Multinomial: ``count`` (B,)
+    resamples fell in this block; they are spread uniformly over its draws (a
+    multinomial split of the chain's counts, so exactly its law).
+
+    The exact pairs (diagonal, and (t - l, t) for l = 1..L = ``land.n_lags``) enter as
+    gaps k_p - phi.phi: ``correction`` sums them over every pair whose later draw is in
+    the block (both ordered pairs), ``correction_w`` weights those within the block by
+    w_i w_j; ``cross_gap[j, l - 1]`` (j < l) is the gap of the pair (start + j - l,
+    start + j), which the caller weights with the previous block's last rows.
     """
-    features, exact, nystrom = land.features(draws, scores, pre)
-    gap = exact - nystrom
+    lo = max(0, start - land.n_lags)
+    n_prefix = start - lo
+    features, exact, nystrom = land.features(draws[lo:stop], scores[lo:stop], pre)
+    diagonal_gap = (exact - nystrom)[n_prefix:]
+    n_rows = stop - start
+    n_lags = land.n_lags
+    head_rows = min(n_lags, n_rows)
+    if n_lags > 0:
+        lag_gap = land.lag_gaps(draws[lo:stop], scores[lo:stop], pre, features, n_prefix)
+        cross_gap = np.zeros((head_rows, n_lags))
+        for j in range(head_rows):
+            cross_gap[j, j:] = lag_gap[j, j:]
+    features = features[:, n_prefix:]
     rng = np.random.default_rng(seed)
-    n_rows = draws.shape[0]
     weights = np.empty((n_rows, n_bootstrap))
     if kind == "multinomial":
         weights[:] = rng.multinomial(count, np.full(n_rows, 1.0 / n_rows)).T
         weights -= 1.0
-        return _BlockForms(total=features.sum(axis=1), product=features @ weights, first=None,
-                           last=None, boundary_flip=None, correction=float(gap.sum()),
-                           correction_w=(weights * weights).T @ gap)
-    boundary_flip = rng.random(n_bootstrap) < flip
-    sign_chains(rng, n_rows, n_bootstrap, flip, weights)
+        boundary_flip = None
+    else:
+        boundary_flip = rng.random(n_bootstrap) < flip
+        sign_chains(rng, n_rows, n_bootstrap, flip, weights)
+    correction = float(diagonal_gap.sum())
+    correction_w = (weights * weights).T @ diagonal_gap
+    if n_lags > 0:
+        correction += 2.0 * float(lag_gap.sum())
+        for lag in range(1, min(n_lags, n_rows - 1) + 1):
+            correction_w += 2.0 * np.einsum("t,tb,tb->b", lag_gap[lag:, lag - 1],
+                                            weights[lag:], weights[:-lag])
     return _BlockForms(total=features.sum(axis=1), product=features @ weights,
-                       first=weights[0].copy(), last=weights[-1].copy(),
-                       boundary_flip=boundary_flip, correction=float(gap.sum()),
-                       correction_w=None)
+                       head=weights[: max(1, head_rows)].copy(),
+                       tail=weights[max(0, n_rows - max(1, n_lags)):].copy(),
+                       boundary_flip=boundary_flip, correction=correction,
+                       correction_w=correction_w,
+                       cross_gap=cross_gap if n_lags > 0 else None)
 
 
 def _block_plan(n_chain, n_draw, kind, rng, n_bootstrap):
@@ -426,17 +453,20 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
     """Nyström counterpart of ``engine.forms.quadratic_forms`` with the weights streamed.
 
     Returns (per_chain (chain, 1 + B), pooled (1 + B,)): column 0 approximates
-    1^T K_p 1 and column b the bootstrap form w_b^T K_p w_b, both as
-    |Phi^T w|^2 + sum_i w_i^2 (k_p(x_i, x_i) - |phi(x_i)|^2), per chain and over all
-    chains (each chain's weights independent). The N x B weight matrix is never held:
-    blocks of 2048 draws of one chain draw their own weights. O(N m (8 d + 20)
-    + 2 N r (m + B)) time; O(chain r B + 2048 (m + B)) memory.
+    1^T K_p 1 and column b the bootstrap form w_b^T K_p w_b, both as w^T K~ w with the
+    matrix of ``nystrom_cumulative_sums``: |Phi^T w|^2 + sum_i w_i^2 (k_p(x_i, x_i)
+    - |phi(x_i)|^2) + 2 sum_(pairs (t - l, t) of one chain, l <= L) w_(t-l) w_t
+    (k_p - phi.phi), per chain and over all chains (each chain's weights independent):
+    the statistic and its bootstrap replicates use the same matrix. The N x B weight
+    matrix is never held: blocks of 2048 draws of one chain draw their own weights.
+    O(N m (8 d + 20) + 2 N r (m + B) + N L (3 d + 2 r + 2 B)) time;
+    O(chain r B + 2048 (m + B + L)) memory.
     """
     n_chain, n_draw, _ = draws.shape
     plan = _block_plan(n_chain, n_draw, kind, rng, n_bootstrap)
     if backend is None:
-        results = (_bootstrap_block(land, pre, draws[c, start:stop], scores[c, start:stop],
-                                    kind, seed, flip[c], n_bootstrap, count)
+        results = (_bootstrap_block(land, pre, draws[c], scores[c], start, stop, kind, seed,
+                                    flip[c], n_bootstrap, count)
                    for c, start, stop, seed, count in plan)
     else:
         results = _backend_blocks(backend, draws, scores, pre, land, _bootstrap_task,
@@ -453,16 +483,17 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
             total = np.zeros(r)
             correction = np.zeros(1 + n_bootstrap)
             sign = np.ones(n_bootstrap)
-        if kind != "multinomial":
-            if start > 0:
-                # The first sign must be the previous block's last, flipped or not.
-                sign = last * np.where(block.boundary_flip, -1.0, 1.0) * block.first
-            last = sign * block.last
-            block.product *= sign
-            correction += block.correction
-        else:
-            correction[0] += block.correction
-            correction[1:] += block.correction_w
+        if kind != "multinomial" and start > 0:
+            # The first sign must be the previous block's last, flipped or not.
+            sign = tail[-1] * np.where(block.boundary_flip, -1.0, 1.0) * block.head[0]
+        block.product *= sign
+        correction[0] += block.correction
+        # Pairs within the block carry sign^2 = 1; pairs reaching into the previous
+        # block are weighted by its last rows (already signed).
+        correction[1:] += block.correction_w
+        if block.cross_gap is not None and start > 0:
+            _add_cross_pairs(correction[1:], block.cross_gap, tail, sign * block.head)
+        tail = sign * block.tail
         product += block.product
         total += block.total
         if start + _WEIGHT_ROWS >= n_draw:
@@ -477,6 +508,18 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
     pooled[1:] = np.einsum("rb,rb->b", pooled_product, pooled_product)
     pooled += pooled_correction
     return per_chain, pooled
+
+
+def _add_cross_pairs(out, cross_gap, tail, head):
+    """out += 2 sum_(j < l) cross_gap[j, l - 1] tail[-(l - j)] head[j] (pairs across blocks).
+
+    ``tail`` (>= L, B): the previous block's last weights; ``head`` (<= L, B): this
+    block's first weights, both signed.
+    """
+    n_lags = cross_gap.shape[1]
+    for j in range(head.shape[0]):
+        for lag in range(j + 1, n_lags + 1):
+            out += 2.0 * cross_gap[j, lag - 1] * tail[-(lag - j)] * head[j]
 
 
 # ---------------------------------------------------------------------------------------
@@ -522,8 +565,8 @@ def _sums_task(ops, t0, t1):
 
 
 def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
-    return _single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c, start:stop],
-                            ops.scores[c, start:stop], kind, seed, flip, n_bootstrap, count)
+    return _single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c], ops.scores[c],
+                            start, stop, kind, seed, flip, n_bootstrap, count)
 
 
 def _backend_blocks(backend, draws, scores, pre, land, task, blocks):
