@@ -24,7 +24,7 @@ from steindiag.kernels._stein import block_stein_values, kernel_constants, stein
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import sign_chains
 
-__all__ = ["cross_stein_block", "lag_stein_values", "Landmarks", "choose_landmarks",
+__all__ = ["cross_stein_block", "lag_pair_gaps", "lag_weighted_sums", "Landmarks", "choose_landmarks",
            "default_n_landmarks", "default_exact_lags", "nystrom_cumulative_sums",
            "nystrom_quadratic_forms"]
 
@@ -64,19 +64,22 @@ def cross_stein_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, la
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM)
-def lag_stein_values(draws_k, scores_k, a, isotropic, kind, params, trace_a, out):
-    """out[t, l - 1] = k_p(x_(t - l), x_t) for 1 <= l <= L = out.shape[1] (0 where t < l).
+def lag_pair_gaps(draws_k, scores_k, features_t, a, isotropic, kind, params, trace_a, n_prefix,
+                  out):
+    """out[t - n_prefix, l - 1] = k_p(x_(t-l), x_t) - phi(x_(t-l)).phi(x_t), l = 1..L.
 
     ``draws_k``, ``scores_k`` (n, d): consecutive draws of one chain in kernel
-    coordinates. The pair quantities are those of ``_accumulate_block`` (the landmark
-    products), so that the exact and Nyström values of a pair agree when m = N. O(n L d).
+    coordinates; ``features_t`` (n, r) their features; ``out`` (n - n_prefix, L), 0 where
+    t < l. The pair quantities are those of ``_accumulate_block`` (the landmark
+    products), so that the two terms of a gap agree when m = N. O(n L (d + r)).
     """
     n, d = draws_k.shape
+    r = features_t.shape[1]
     n_lags = out.shape[1]
-    for t in range(n):
+    for t in range(n_prefix, n):
         for lag in range(1, n_lags + 1):
             if t < lag:
-                out[t, lag - 1] = 0.0
+                out[t - n_prefix, lag - 1] = 0.0
                 continue
             s = t - lag
             qdist = 0.0
@@ -91,7 +94,26 @@ def lag_stein_values(draws_k, scores_k, a, isotropic, kind, params, trace_a, out
                 a2dist += au * au
                 uads += au * (scores_k[t, k] - scores_k[s, k])
                 ss += scores_k[t, k] * scores_k[s, k]
-            out[t, lag - 1] = stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a)
+            approx = 0.0
+            for k in range(r):
+                approx += features_t[t, k] * features_t[s, k]
+            out[t - n_prefix, lag - 1] = (
+                stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a) - approx)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def lag_weighted_sums(gaps, weights, out):
+    """out[b] += 2 sum_(t >= l) gaps[t, l - 1] weights[t, b] weights[t - l, b]: O(n L B).
+
+    ``gaps`` (n, L) and ``weights`` (n, B) of the same n consecutive draws of one chain.
+    """
+    n, n_lags = gaps.shape
+    n_bootstrap = weights.shape[1]
+    for t in range(n):
+        for lag in range(1, min(n_lags, t) + 1):
+            g = 2.0 * gaps[t, lag - 1]
+            for b in range(n_bootstrap):
+                out[b] += g * weights[t, b] * weights[t - lag, b]
 
 
 # Relative eigenvalue cut-off of K_mm: directions with eigenvalue below this times the
@@ -222,14 +244,11 @@ class Landmarks:
         """
         n = draws.shape[0]
         x_k, s_k = pre.to_kernel_coordinates(draws, scores)
-        exact = np.empty((n, self.n_lags))
-        lag_stein_values(np.ascontiguousarray(x_k), np.ascontiguousarray(s_k), self.a,
-                         self.isotropic, self.kind, self.params, self.trace_a, exact)
-        for lag in range(1, min(self.n_lags, n - 1) + 1):
-            start = max(lag, n_prefix)
-            exact[start:, lag - 1] -= np.einsum("rn,rn->n", features[:, start - lag : n - lag],
-                                                features[:, start:])
-        return exact[n_prefix:]
+        gaps = np.empty((n - n_prefix, self.n_lags))
+        lag_pair_gaps(np.ascontiguousarray(x_k), np.ascontiguousarray(s_k),
+                      np.ascontiguousarray(features.T), self.a, self.isotropic, self.kind,
+                      self.params, self.trace_a, n_prefix, gaps)
+        return gaps
 
 
 def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
@@ -417,9 +436,7 @@ def _bootstrap_block(land, pre, draws, scores, start, stop, kind, seed, flip, n_
     correction_w = (weights * weights).T @ diagonal_gap
     if n_lags > 0:
         correction += 2.0 * float(lag_gap.sum())
-        for lag in range(1, min(n_lags, n_rows - 1) + 1):
-            correction_w += 2.0 * np.einsum("t,tb,tb->b", lag_gap[lag:, lag - 1],
-                                            weights[lag:], weights[:-lag])
+        lag_weighted_sums(lag_gap, weights, correction_w)
     return _BlockForms(total=features.sum(axis=1), product=features @ weights,
                        head=weights[: max(1, head_rows)].copy(),
                        tail=weights[max(0, n_rows - max(1, n_lags)):].copy(),
