@@ -85,7 +85,8 @@ def _child(spec):
                       "load_before": load_before, "load_after": os.getloadavg()[0], "value": value, "floor_or_p": floor,
                       "peak_bytes": peak, "warm_peak_bytes": base * 1024,
                       "data_bytes": 2 * x.nbytes,
-                      "m_used": res.attrs.get("n_landmarks")}))
+                      "m_used": res.attrs.get("n_landmarks"),
+                      "n_exact_lags": res.attrs.get("n_exact_lags")}))
 
 
 def run(spec, timeout=3600):
@@ -106,9 +107,9 @@ def _rows(name):
 
 def report():
     """Tables of the measured rows (markdown), printed for benchmarks/results/nystrom.md."""
-    print("| d | sample | exact KSD^2 | i.i.d. floor | m | Nyström KSD^2 | relative error "
+    print("| d | sample | exact KSD^2 | i.i.d. floor | m | L | Nyström KSD^2 | relative error "
           "| Nyström s | exact s | dgemm GFLOP/s | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     acc = _rows("accuracy")
     exact = {(r["d"], r["case"]): r for r in acc if r["estimator"] == "exact"}
     for r in acc:
@@ -117,6 +118,7 @@ def report():
         e = exact[(r["d"], r["case"])]
         print(f"| {r['d']} | {r['case']} | {e['value']:.4g} | {e['floor_or_p']:.4g} "
               f"| {r['m_used']}{' (default)' if r.get('m') is None else ''} "
+              f"| {r.get('n_exact_lags')} "
               f"| {r['value']:.4g} | {100 * r['rel_error']:+.1f} % | {r['seconds']:.1f} "
               f"| {e['seconds']:.1f} | {r.get('gemm_gflops', float('nan')):.1f} "
               f"| {r.get('load_before', float('nan')):.0f} |")

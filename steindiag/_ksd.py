@@ -151,10 +151,11 @@ _COMMON_PARAMETERS = """\
     estimator : {"exact", "nystrom"}, default "exact"
         ``"exact"``: every pair of draws, O(N^2 d) time. ``"nystrom"``: pairs through m
         landmarks (Kalinke, Szabo & Sriperumbudur 2025), O(N m d + N m^2 + m^3) time,
-        with k_p(x_i, x_i) kept exact; for 10^5 draws and more (measured error and cost:
-        user guide, "Many draws: the Nyström estimator"). The Nyström value is at most
-        the exact one up to its diagonal term: it can miss part of a discrepancy that
-        the landmarks do not resolve.
+        with k_p(x_i, x_i) and the pairs of draws of one chain at most L apart kept
+        exact (L about twice the autocorrelation time, at most 50; ``attrs
+        ["n_exact_lags"]``); for 10^5 draws and more (measured error and cost: user
+        guide, "Many draws: the Nyström estimator"). It can miss part of a discrepancy
+        that the landmarks do not resolve.
     n_landmarks : int, optional
         Landmarks m for ``estimator="nystrom"`` (1 <= m <= N): default 4 sqrt(N) clipped
         to [200, 500] (and to N). More landmarks: closer to the exact value, cost
@@ -187,8 +188,8 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         for the IMQ ``c`` and ``beta``), the preconditioner and the Lambda or scales
         used, the sizes, and ``estimator``; with ``estimator="nystrom"`` also
         ``n_landmarks``, ``nystrom_rank`` (eigenvalues of K_mm kept), ``landmark_rule``,
-        ``landmark_index`` (chain * n_draw + draw of each landmark) and
-        ``eigenvalue_cutoff``.
+        ``landmark_index`` (chain * n_draw + draw of each landmark),
+        ``eigenvalue_cutoff``, ``n_exact_lags`` (L) and ``exact_lag_rule``.
 
     Notes
     -----

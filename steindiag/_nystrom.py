@@ -13,7 +13,7 @@ import numpy as np
 
 from steindiag._validate import check_rng
 from steindiag.engine.nystrom import (
-    choose_landmarks, default_n_landmarks, nystrom_cumulative_sums, nystrom_quadratic_forms,
+    choose_landmarks, default_exact_lags, default_n_landmarks, nystrom_cumulative_sums, nystrom_quadratic_forms,
 )
 
 __all__ = ["ESTIMATORS", "check_estimator", "landmarks_for", "nystrom_sums", "nystrom_forms"]
@@ -45,7 +45,8 @@ def check_estimator(estimator, n_landmarks, rng):
 
 
 def landmarks_for(prepared, pre, kernel, n_landmarks, rng):
-    """Landmarks of the prepared draws (``n_landmarks`` None: the default for N)."""
+    """Landmarks of the prepared draws (``n_landmarks`` None: the default for N), with
+    the number of lags whose within-chain pairs are computed exactly."""
     n_chain, n_draw, _ = prepared.draws.shape
     n_total = n_chain * n_draw
     if n_landmarks is None:
@@ -54,7 +55,9 @@ def landmarks_for(prepared, pre, kernel, n_landmarks, rng):
         raise ValueError(
             f"n_landmarks must be at most the number of draws ({n_total}); got {n_landmarks}."
         )
-    return choose_landmarks(prepared.draws, prepared.scores, pre, kernel, int(n_landmarks), rng)
+    land = choose_landmarks(prepared.draws, prepared.scores, pre, kernel, int(n_landmarks), rng)
+    land.n_lags = default_exact_lags(prepared.draws)
+    return land
 
 
 def nystrom_sums(prepared, pre, kernel, n_landmarks, rng, path, backend):

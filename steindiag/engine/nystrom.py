@@ -20,11 +20,13 @@ import numba as nb
 import numpy as np
 
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
-from steindiag.kernels._stein import block_stein_values, kernel_constants
+from steindiag.kernels._stein import block_stein_values, kernel_constants, stein_pair
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import sign_chains
 
-__all__ = ["cross_stein_block", "Landmarks", "choose_landmarks", "default_n_landmarks",
-           "nystrom_cumulative_sums", "nystrom_quadratic_forms"]
+__all__ = ["cross_stein_block", "lag_pair_gaps", "lag_weighted_sums", "Landmarks", "choose_landmarks",
+           "default_n_landmarks", "default_exact_lags", "nystrom_cumulative_sums",
+           "nystrom_quadratic_forms"]
 
 # Draws per inner block of the cross product (per-pair temporaries live in L1).
 _BLOCK = 256
@@ -61,6 +63,59 @@ def cross_stein_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, la
                                out[r, j0 : j0 + nj])
 
 
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def lag_pair_gaps(draws_k, scores_k, features_t, a, isotropic, kind, params, trace_a, n_prefix,
+                  out):
+    """out[t - n_prefix, l - 1] = k_p(x_(t-l), x_t) - phi(x_(t-l)).phi(x_t), l = 1..L.
+
+    ``draws_k``, ``scores_k`` (n, d): consecutive draws of one chain in kernel
+    coordinates; ``features_t`` (n, r) their features; ``out`` (n - n_prefix, L), 0 where
+    t < l. The pair quantities are those of ``_accumulate_block`` (the landmark
+    products), so that the two terms of a gap agree when m = N. O(n L (d + r)).
+    """
+    n, d = draws_k.shape
+    r = features_t.shape[1]
+    n_lags = out.shape[1]
+    for t in range(n_prefix, n):
+        for lag in range(1, n_lags + 1):
+            if t < lag:
+                out[t - n_prefix, lag - 1] = 0.0
+                continue
+            s = t - lag
+            qdist = 0.0
+            a2dist = 0.0
+            uads = 0.0
+            ss = 0.0
+            for k in range(d):
+                ak = a[0] if isotropic else a[k]
+                u = draws_k[t, k] - draws_k[s, k]
+                au = ak * u
+                qdist += au * u
+                a2dist += au * au
+                uads += au * (scores_k[t, k] - scores_k[s, k])
+                ss += scores_k[t, k] * scores_k[s, k]
+            approx = 0.0
+            for k in range(r):
+                approx += features_t[t, k] * features_t[s, k]
+            out[t - n_prefix, lag - 1] = (
+                stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a) - approx)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM)
+def lag_weighted_sums(gaps, weights, out):
+    """out[b] += 2 sum_(t >= l) gaps[t, l - 1] weights[t, b] weights[t - l, b]: O(n L B).
+
+    ``gaps`` (n, L) and ``weights`` (n, B) of the same n consecutive draws of one chain.
+    """
+    n, n_lags = gaps.shape
+    n_bootstrap = weights.shape[1]
+    for t in range(n):
+        for lag in range(1, min(n_lags, t) + 1):
+            g = 2.0 * gaps[t, lag - 1]
+            for b in range(n_bootstrap):
+                out[b] += g * weights[t, b] * weights[t - lag, b]
+
+
 # Relative eigenvalue cut-off of K_mm: directions with eigenvalue below this times the
 # largest are dropped from the projection (the pseudo-inverse square root). Rounding in
 # K_p(L, x), about 1e-16 of the largest eigenvalue, is amplified by 1 / sqrt(lambda):
@@ -77,6 +132,17 @@ _WEIGHT_ROWS = 2048
 _LANDMARKS_PER_ROOT_N = 4.0
 _MIN_LANDMARKS = 200
 _MAX_LANDMARKS = 500
+# Exact lags: pairs of draws of one chain at most L apart are computed exactly, with
+# L = min(_MAX_EXACT_LAGS, ceil(_LAGS_PER_TAU tau), draw - 1), tau the largest integrated
+# autocorrelation time over chains and coordinates, estimated on the first
+# _TAU_DRAWS draws of each chain. See ``default_exact_lags``.
+_LAGS_PER_TAU = 2.0
+_MAX_EXACT_LAGS = 50
+_TAU_DRAWS = 65536
+EXACT_LAG_RULE = ("pairs of draws of one chain at most n_exact_lags apart computed exactly: "
+                  "n_exact_lags = min(50, ceil(2 tau), draw - 1), tau the largest integrated "
+                  "autocorrelation time (Geyer) over chains and coordinates of the draws "
+                  "(first 65536 draws of each chain)")
 LANDMARK_RULE = ("uniformly without replacement from the pooled draws, with the call's rng "
                  "(numpy.random.Generator.choice); indices in landmark_index (chain-major: "
                  "chain * n_draw + draw)")
@@ -87,6 +153,20 @@ def default_n_landmarks(n_total):
     user guide, "Many draws: the Nyström estimator")."""
     m = int(np.ceil(_LANDMARKS_PER_ROOT_N * np.sqrt(n_total)))
     return int(min(n_total, max(_MIN_LANDMARKS, min(_MAX_LANDMARKS, m))))
+
+
+def default_exact_lags(draws):
+    """L = min(50, ceil(2 tau), draw - 1) for draws (chain, draw, d); see ``EXACT_LAG_RULE``.
+
+    Neighbouring draws of a chain are close pairs that m landmarks do not resolve; their
+    Stein kernel values matter up to lags of a few autocorrelation times.
+    """
+    n_chain, n_draw, _ = draws.shape
+    if n_draw < 2:
+        return 0
+    head = draws[:, :_TAU_DRAWS]
+    tau = max(float(integrated_autocorrelation_time(head[c]).max()) for c in range(n_chain))
+    return int(min(_MAX_EXACT_LAGS, np.ceil(_LAGS_PER_TAU * tau), n_draw - 1))
 
 
 def _transposed_block(pre, draws, scores):
@@ -122,6 +202,7 @@ class Landmarks:
     trace_a: float
     kind: tuple
     params: np.ndarray
+    n_lags: int = 0
 
     @property
     def rank(self):
@@ -136,6 +217,8 @@ class Landmarks:
             "landmark_rule": LANDMARK_RULE,
             "landmark_index": self.index.copy(),
             "eigenvalue_cutoff": EIGEN_CUTOFF,
+            "n_exact_lags": int(self.n_lags),
+            "exact_lag_rule": EXACT_LAG_RULE,
         }
 
     def cross(self, draws_t, scores_t):
@@ -151,6 +234,21 @@ class Landmarks:
         features = self.projection @ self.cross(draws_t, scores_t)
         exact = stein_kernel_diagonal(scores_sq, self.kind, self.params, self.trace_a)
         return features, exact, np.einsum("rn,rn->n", features, features)
+
+    def lag_gaps(self, draws, scores, pre, features, n_prefix):
+        """k_p(x_(t-l), x_t) - phi(x_(t-l)).phi(x_t), (n - n_prefix, L), l = 1..L.
+
+        ``draws``, ``scores`` (n, d): consecutive draws of one chain, the first
+        ``n_prefix`` only partners of the later ones (when they are the chain's first
+        draws, pairs reaching before them are 0); ``features`` (r, n) theirs.
+        """
+        n = draws.shape[0]
+        x_k, s_k = pre.to_kernel_coordinates(draws, scores)
+        gaps = np.empty((n - n_prefix, self.n_lags))
+        lag_pair_gaps(np.ascontiguousarray(x_k), np.ascontiguousarray(s_k),
+                      np.ascontiguousarray(features.T), self.a, self.isotropic, self.kind,
+                      self.params, self.trace_a, n_prefix, gaps)
+        return gaps
 
 
 def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
@@ -185,26 +283,42 @@ def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     return land
 
 
-def _sums_block(land, pre, draws, scores, carry, path):
-    """One time-major block (chain, b, d): running squared norms or block totals.
+def _sums_block(land, pre, draws, scores, t0, t1, carry, path):
+    """Draws t0..t1 of every chain (time-major block): running squared norms or totals.
 
     ``carry`` (r, chain): the running feature sums before the block (updated in place).
-    Returns (exact diagonal (chain, b), Nyström diagonal (chain, b), per-chain squared
-    norms of the running sums (chain, b) and pooled (b,)), the last two None unless ``path``.
+    Returns (exact diagonal (chain, b), exact minus Nyström over the block's pairs that
+    the Nyström sum misses (chain, b): the diagonal and, for each draw t, both ordered
+    pairs (t - l, t), l = 1..L, per-chain squared norms of the running sums (chain, b)
+    and pooled (b,)), the last two None unless ``path``. The L draws before t0 are
+    featurised again as lag partners (no state passes between blocks but ``carry``).
     """
-    n_chain, b, d = draws.shape
-    features, exact, nystrom = land.features(draws.reshape(-1, d), scores.reshape(-1, d), pre)
-    features = features.reshape(-1, n_chain, b)
+    n_chain, _, d = draws.shape
+    b = t1 - t0
+    lo = max(0, t0 - land.n_lags)
+    n_prefix = t0 - lo
+    block_draws = draws[:, lo:t1]
+    block_scores = scores[:, lo:t1]
+    features, exact, nystrom = land.features(block_draws.reshape(-1, d),
+                                             block_scores.reshape(-1, d), pre)
+    features = features.reshape(-1, n_chain, n_prefix + b)
+    exact = exact.reshape(n_chain, -1)[:, n_prefix:]
+    gap = exact - nystrom.reshape(n_chain, -1)[:, n_prefix:]
+    if land.n_lags > 0:
+        for c in range(n_chain):
+            gap[c] += 2.0 * land.lag_gaps(block_draws[c], block_scores[c], pre,
+                                          features[:, c], n_prefix).sum(axis=1)
+    features = features[:, :, n_prefix:]
     if not path:
         carry += features.sum(axis=2)
-        return exact.reshape(n_chain, b), nystrom.reshape(n_chain, b), None, None
+        return exact, gap, None, None
     running = np.cumsum(features, axis=2)
     running += carry[:, :, None]
     per_chain = np.einsum("rcb,rcb->cb", running, running)
     pooled_sum = running.sum(axis=1)
     pooled = np.einsum("rb,rb->b", pooled_sum, pooled_sum)
     carry[...] = running[:, :, -1]
-    return exact.reshape(n_chain, b), nystrom.reshape(n_chain, b), per_chain, pooled
+    return exact, gap, per_chain, pooled
 
 
 def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
@@ -212,12 +326,15 @@ def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
 
     ``per_chain`` (chain, n) and ``pooled`` (n,) approximate the sums of k_p over all
     ordered pairs of the first n draws (of each chain, of every chain) by
-    |sum phi|^2 + sum k_p(x_i, x_i) - sum |phi(x_i)|^2: the off-diagonal pairs from the
-    features, the diagonal exact. ``diag_chain``, ``diag_pooled``: the exact diagonal's
-    running sums. With ``path=False`` only n = draw (one column) is returned.
+    |sum phi|^2 + sum_i (k_p(x_i, x_i) - |phi(x_i)|^2)
+    + 2 sum_(pairs (t - l, t) of one chain, 1 <= l <= L) (k_p - phi.phi): the pairs from
+    the features, except the diagonal and the pairs of draws of one chain at most
+    L = ``land.n_lags`` apart, which are exact. A pair (t - l, t) enters the curve at
+    draw t. ``diag_chain``, ``diag_pooled``: the exact diagonal's running sums. With
+    ``path=False`` only n = draw (one column) is returned.
 
     Streams over blocks of draw indices (every chain): O((m + r) * 4096) memory besides
-    the O(N) outputs; O(N m (8 d + 20) + 2 N m r) time.
+    the O(N) outputs; O(N m (8 d + 20) + 2 N m r + N L (3 d + 2 r)) time.
     """
     n_chain, n_draw, d = draws.shape
     if backend is not None:
@@ -233,10 +350,9 @@ def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
     norms_pooled = np.empty(n_draw) if path else None
     for t0 in range(0, n_draw, step):
         t1 = min(n_draw, t0 + step)
-        ex, ny, per_chain, pooled = _sums_block(land, pre, draws[:, t0:t1], scores[:, t0:t1],
-                                                carry, path)
+        ex, gap, per_chain, pooled = _sums_block(land, pre, draws, scores, t0, t1, carry, path)
         exact[:, t0:t1] = ex
-        correction[:, t0:t1] = ex - ny
+        correction[:, t0:t1] = gap
         if path:
             norms_chain[:, t0:t1] = per_chain
             norms_pooled[t0:t1] = pooled
@@ -264,44 +380,69 @@ def _final(carry, exact_chain, correction_chain):
 
 @dataclass(kw_only=True)
 class _BlockForms:
-    """What one bootstrap block (draws of one chain) returns: O(r B) numbers."""
+    """What one bootstrap block (draws of one chain) returns: O((r + L) B) numbers."""
 
     total: np.ndarray         # (r,) sum of features (the all-ones column)
     product: np.ndarray       # (r, B) features @ W_block
-    first: np.ndarray         # (B,) W_block's first row (signs) or None
-    last: np.ndarray          # (B,) W_block's last row (signs) or None
+    head: np.ndarray          # (max(1, min(L, b)), B) W_block's first rows
+    tail: np.ndarray          # (max(1, min(L, b)), B) W_block's last rows
     boundary_flip: np.ndarray  # (B,) bool: the sign chains flip entering this block
-    correction: float         # sum of k_p(x, x) - |phi(x)|^2 over the block
-    correction_w: np.ndarray  # (B,) sum of w^2 (k_p(x, x) - |phi(x)|^2) (multinomial only)
+    correction: float         # sum over the block's exact pairs of k_p - phi.phi (see below)
+    correction_w: np.ndarray  # (B,) the same pairs weighted by w_i w_j (within the block)
+    cross_gap: np.ndarray     # (min(L, b), L) gaps of pairs reaching into the previous block
 
 
-def _bootstrap_block(land, pre, draws, scores, kind, seed, flip, n_bootstrap, count):
-    """Features of one block of one chain's draws times its bootstrap weights.
+def _bootstrap_block(land, pre, draws, scores, start, stop, kind, seed, flip, n_bootstrap,
+                     count):
+    """Features of draws start..stop of one chain times their bootstrap weights.
 
-    Sign kinds: the block's sign chains are drawn by ``stats.bootstrap.sign_chains`` with
-    a random first sign; ``boundary_flip`` says whether the chain flips between the
-    previous block's last draw and this one's first (probability ``flip``), and the
-    caller multiplies each column by the sign that makes the chains continuous.
-    Multinomial: ``count`` (B,) resamples fell in this block; they are spread uniformly
-    over its draws (a multinomial split of the chain's counts, so exactly its law).
+    ``draws``, ``scores`` (draw, d): the whole chain. Sign kinds: the block's sign chains
+    are drawn by ``stats.bootstrap.sign_chains`` with a random first sign;
+    ``boundary_flip`` says whether the chain flips between the previous block's last
+    draw and this one's first (probability ``flip``), and the caller multiplies each
+    column by the sign that makes the chains continuous. Multinomial: ``count`` (B,)
+    resamples fell in this block; they are spread uniformly over its draws (a
+    multinomial split of the chain's counts, so exactly its law).
+
+    The exact pairs (diagonal, and (t - l, t) for l = 1..L = ``land.n_lags``) enter as
+    gaps k_p - phi.phi: ``correction`` sums them over every pair whose later draw is in
+    the block (both ordered pairs), ``correction_w`` weights those within the block by
+    w_i w_j; ``cross_gap[j, l - 1]`` (j < l) is the gap of the pair (start + j - l,
+    start + j), which the caller weights with the previous block's last rows.
     """
-    features, exact, nystrom = land.features(draws, scores, pre)
-    gap = exact - nystrom
+    lo = max(0, start - land.n_lags)
+    n_prefix = start - lo
+    features, exact, nystrom = land.features(draws[lo:stop], scores[lo:stop], pre)
+    diagonal_gap = (exact - nystrom)[n_prefix:]
+    n_rows = stop - start
+    n_lags = land.n_lags
+    head_rows = min(n_lags, n_rows)
+    if n_lags > 0:
+        lag_gap = land.lag_gaps(draws[lo:stop], scores[lo:stop], pre, features, n_prefix)
+        cross_gap = np.zeros((head_rows, n_lags))
+        for j in range(head_rows):
+            cross_gap[j, j:] = lag_gap[j, j:]
+    features = features[:, n_prefix:]
     rng = np.random.default_rng(seed)
-    n_rows = draws.shape[0]
     weights = np.empty((n_rows, n_bootstrap))
     if kind == "multinomial":
         weights[:] = rng.multinomial(count, np.full(n_rows, 1.0 / n_rows)).T
         weights -= 1.0
-        return _BlockForms(total=features.sum(axis=1), product=features @ weights, first=None,
-                           last=None, boundary_flip=None, correction=float(gap.sum()),
-                           correction_w=(weights * weights).T @ gap)
-    boundary_flip = rng.random(n_bootstrap) < flip
-    sign_chains(rng, n_rows, n_bootstrap, flip, weights)
+        boundary_flip = None
+    else:
+        boundary_flip = rng.random(n_bootstrap) < flip
+        sign_chains(rng, n_rows, n_bootstrap, flip, weights)
+    correction = float(diagonal_gap.sum())
+    correction_w = (weights * weights).T @ diagonal_gap
+    if n_lags > 0:
+        correction += 2.0 * float(lag_gap.sum())
+        lag_weighted_sums(lag_gap, weights, correction_w)
     return _BlockForms(total=features.sum(axis=1), product=features @ weights,
-                       first=weights[0].copy(), last=weights[-1].copy(),
-                       boundary_flip=boundary_flip, correction=float(gap.sum()),
-                       correction_w=None)
+                       head=weights[: max(1, head_rows)].copy(),
+                       tail=weights[max(0, n_rows - max(1, n_lags)):].copy(),
+                       boundary_flip=boundary_flip, correction=correction,
+                       correction_w=correction_w,
+                       cross_gap=cross_gap if n_lags > 0 else None)
 
 
 def _block_plan(n_chain, n_draw, kind, rng, n_bootstrap):
@@ -329,17 +470,20 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
     """Nyström counterpart of ``engine.forms.quadratic_forms`` with the weights streamed.
 
     Returns (per_chain (chain, 1 + B), pooled (1 + B,)): column 0 approximates
-    1^T K_p 1 and column b the bootstrap form w_b^T K_p w_b, both as
-    |Phi^T w|^2 + sum_i w_i^2 (k_p(x_i, x_i) - |phi(x_i)|^2), per chain and over all
-    chains (each chain's weights independent). The N x B weight matrix is never held:
-    blocks of 2048 draws of one chain draw their own weights. O(N m (8 d + 20)
-    + 2 N r (m + B)) time; O(chain r B + 2048 (m + B)) memory.
+    1^T K_p 1 and column b the bootstrap form w_b^T K_p w_b, both as w^T K~ w with the
+    matrix of ``nystrom_cumulative_sums``: |Phi^T w|^2 + sum_i w_i^2 (k_p(x_i, x_i)
+    - |phi(x_i)|^2) + 2 sum_(pairs (t - l, t) of one chain, l <= L) w_(t-l) w_t
+    (k_p - phi.phi), per chain and over all chains (each chain's weights independent):
+    the statistic and its bootstrap replicates use the same matrix. The N x B weight
+    matrix is never held: blocks of 2048 draws of one chain draw their own weights.
+    O(N m (8 d + 20) + 2 N r (m + B) + N L (3 d + 2 r + 2 B)) time;
+    O(chain r B + 2048 (m + B + L)) memory.
     """
     n_chain, n_draw, _ = draws.shape
     plan = _block_plan(n_chain, n_draw, kind, rng, n_bootstrap)
     if backend is None:
-        results = (_bootstrap_block(land, pre, draws[c, start:stop], scores[c, start:stop],
-                                    kind, seed, flip[c], n_bootstrap, count)
+        results = (_bootstrap_block(land, pre, draws[c], scores[c], start, stop, kind, seed,
+                                    flip[c], n_bootstrap, count)
                    for c, start, stop, seed, count in plan)
     else:
         results = _backend_blocks(backend, draws, scores, pre, land, _bootstrap_task,
@@ -356,16 +500,17 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
             total = np.zeros(r)
             correction = np.zeros(1 + n_bootstrap)
             sign = np.ones(n_bootstrap)
-        if kind != "multinomial":
-            if start > 0:
-                # The first sign must be the previous block's last, flipped or not.
-                sign = last * np.where(block.boundary_flip, -1.0, 1.0) * block.first
-            last = sign * block.last
-            block.product *= sign
-            correction += block.correction
-        else:
-            correction[0] += block.correction
-            correction[1:] += block.correction_w
+        if kind != "multinomial" and start > 0:
+            # The first sign must be the previous block's last, flipped or not.
+            sign = tail[-1] * np.where(block.boundary_flip, -1.0, 1.0) * block.head[0]
+        block.product *= sign
+        correction[0] += block.correction
+        # Pairs within the block carry sign^2 = 1; pairs reaching into the previous
+        # block are weighted by its last rows (already signed).
+        correction[1:] += block.correction_w
+        if block.cross_gap is not None and start > 0:
+            _add_cross_pairs(correction[1:], block.cross_gap, tail, sign * block.head)
+        tail = sign * block.tail
         product += block.product
         total += block.total
         if start + _WEIGHT_ROWS >= n_draw:
@@ -380,6 +525,18 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
     pooled[1:] = np.einsum("rb,rb->b", pooled_product, pooled_product)
     pooled += pooled_correction
     return per_chain, pooled
+
+
+def _add_cross_pairs(out, cross_gap, tail, head):
+    """out += 2 sum_(j < l) cross_gap[j, l - 1] tail[-(l - j)] head[j] (pairs across blocks).
+
+    ``tail`` (>= L, B): the previous block's last weights; ``head`` (<= L, B): this
+    block's first weights, both signed.
+    """
+    n_lags = cross_gap.shape[1]
+    for j in range(head.shape[0]):
+        for lag in range(j + 1, n_lags + 1):
+            out += 2.0 * cross_gap[j, lag - 1] * tail[-(lag - j)] * head[j]
 
 
 # ---------------------------------------------------------------------------------------
@@ -419,14 +576,14 @@ def _single_threaded(function, *args):
 
 def _sums_task(ops, t0, t1):
     carry = np.zeros((ops.land.rank, ops.draws.shape[0]))
-    exact, nystrom, _, _ = _single_threaded(_sums_block, ops.land, ops.pre, ops.draws[:, t0:t1],
-                                            ops.scores[:, t0:t1], carry, False)
-    return carry, exact.sum(axis=1), (exact - nystrom).sum(axis=1)
+    exact, gap, _, _ = _single_threaded(_sums_block, ops.land, ops.pre, ops.draws, ops.scores,
+                                        t0, t1, carry, False)
+    return carry, exact.sum(axis=1), gap.sum(axis=1)
 
 
 def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
-    return _single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c, start:stop],
-                            ops.scores[c, start:stop], kind, seed, flip, n_bootstrap, count)
+    return _single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c], ops.scores[c],
+                            start, stop, kind, seed, flip, n_bootstrap, count)
 
 
 def _backend_blocks(backend, draws, scores, pre, land, task, blocks):
