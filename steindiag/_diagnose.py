@@ -124,17 +124,18 @@ def _replicates(given, name, level):
 
 
 # "auto" leaves the exact pass when its estimated cost is above this many floating-point
-# operations (about a minute on a 2-core machine at ~20 GFLOP/s): the bootstrap's quadratic
-# forms cost about N^2 (8 d + 20 + 2 (B + 1)) flops, O(N^2) in the number of draws N.
-_EXACT_BUDGET_FLOPS = 1.2e12
-# The MMD test between chains is O(N^2 d) too: above this many pairs of draws, each chain
-# is thinned (every k-th draw, keeping its order) before the test.
-_MMD_BUDGET_PAIRS = 4.0e8
+# operations: the statistic and B bootstrap quadratic forms cost about N^2 (8 d + 20 + B + 1)
+# flops for N draws (benchmarks/results/test.md: N = 20,000, d = 10, B = 1000 in 6.8 s at
+# 62 GFLOP/s on 2 cores), so this is about a minute there (N of about 57,000 at d = 10).
+_EXACT_BUDGET_FLOPS = 3.6e12
+# The MMD test between chains is O(N^2 d) too (4 chains x 5,000 draws, 4e8 pairs: 0.6 s):
+# above this many pairs of draws, each chain is thinned (every k-th draw, keeping its order).
+_MMD_BUDGET_PAIRS = 4.0e9
 
 
 def _exact_test_flops(n_draws, d, n_bootstrap):
     """Estimated floating-point operations of the exact KSD test on ``n_draws`` draws."""
-    return float(n_draws) ** 2 * (8.0 * d + 20.0 + 2.0 * (n_bootstrap + 1))
+    return float(n_draws) ** 2 * (8.0 * d + 20.0 + n_bootstrap + 1.0)
 
 
 def _choose_estimator(estimator, n_landmarks, n_draws, d, n_bootstrap):
@@ -253,10 +254,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         few thousand log p and score evaluations at single points).
     estimator : {{"auto", "exact", "nystrom"}}, default "auto"
         KSD estimator of the test (see :func:`ksd_test`). "auto": the exact pass unless its
-        estimated cost, about N^2 (8 d + 20 + 2 n_bootstrap) floating-point operations for
-        N draws, is above 1.2e12 (about a minute here); then the Nystrom estimator at its
-        default number of landmarks, which the report says. Above 4e8 pairs of draws, the
-        MMD test between chains reads every k-th draw of each chain (also reported).
+        estimated cost, about N^2 (8 d + 20 + n_bootstrap) floating-point operations for
+        N draws, is above 3.6e12 (about a minute on 2 cores; N of about 57,000 at d = 10);
+        then the Nystrom estimator at its default number of landmarks, which the report
+        says. Above 4e9 pairs of draws, the MMD test between chains reads every k-th draw
+        of each chain (also reported).
     n_landmarks : int, optional
         Landmarks for ``estimator="nystrom"`` (as in :func:`ksd_test`).
 
