@@ -169,7 +169,7 @@ def test_auto_chooses_nystrom_and_thinned_mmd_above_the_budgets(monkeypatch):
     from steindiag import _diagnose
 
     x = np.random.default_rng(11).standard_normal((2, 400, 2))
-    # Budgets lowered so that 800 draws count as "too many" for the exact passes.
+    # Budgets lowered (monkeypatch) so that 800 draws count as "too many" for the exact passes.
     monkeypatch.setattr(_diagnose, "_EXACT_BUDGET_FLOPS", 1e6)
     monkeypatch.setattr(_diagnose, "_MMD_BUDGET_PAIRS", 1e4)
     res = steindiag.diagnose(x, score=-x, rng=0, missing_mass=False)
