@@ -20,7 +20,7 @@ from steindiag._validate import check_rng
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
 from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
-from steindiag.inputs._arrays import array_sample_dims
+from steindiag.inputs._prepare import has_chain_dimension
 from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
@@ -339,12 +339,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
-    if is_labelled(data):
-        has_chain_dim = True
-    elif sample_dims is not None:
-        has_chain_dim = "chain" in array_sample_dims(sample_dims)
-    else:
-        has_chain_dim = np.ndim(data) != 2
+    has_chain_dim = has_chain_dimension(data, sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     # The search needs log p and a score it can evaluate at new points.

@@ -18,8 +18,8 @@ from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
 from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
-from steindiag.inputs import as_trace, is_labelled, read_input
-from steindiag.inputs._arrays import array_sample_dims
+from steindiag.inputs import as_trace, read_input
+from steindiag.inputs._prepare import has_chain_dimension
 from steindiag.engine import resolve_backend
 from steindiag.kernels import make_kernel
 from steindiag._nystrom import check_estimator, nystrom_forms
@@ -179,12 +179,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
-    if is_labelled(data):
-        has_chain_dim = True
-    elif sample_dims is not None:
-        has_chain_dim = "chain" in array_sample_dims(sample_dims)
-    else:
-        has_chain_dim = np.ndim(data) != 2
+    has_chain_dim = has_chain_dimension(data, sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()

@@ -173,8 +173,8 @@ def _needs_launch_lock():
         return True
 
 
-def _block_task(ops, lo, hi):
-    """On a worker: one block, with Numba and BLAS limited to the task's thread."""
+def single_threaded(function, *args):
+    """On a worker: ``function(*args)`` with Numba and BLAS limited to the task's thread."""
     import numba
     from threadpoolctl import threadpool_limits
 
@@ -185,11 +185,16 @@ def _block_task(ops, lo, hi):
     try:
         numba.set_num_threads(1)
         with threadpool_limits(limits=1, user_api="blas"):
-            return _kernel_call(ops, lo, hi)
+            return function(*args)
     finally:
         numba.set_num_threads(previous)
         if lock is not None:
             lock.release()
+
+
+def _block_task(ops, lo, hi):
+    """On a worker: one block, with Numba and BLAS limited to the task's thread."""
+    return single_threaded(_kernel_call, ops, lo, hi)
 
 
 def equal_work_blocks(costs, n_blocks):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from steindiag.engine.dask import single_threaded
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
 from steindiag.kernels._stein import block_stein_values, kernel_constants, stein_pair
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
@@ -553,37 +554,16 @@ class _Operands:
     land: Landmarks
 
 
-def _single_threaded(function, *args):
-    """Run ``function`` on a worker with Numba and BLAS limited to the task's thread."""
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    from steindiag.engine.dask import _LAUNCH_LOCK, _needs_launch_lock
-
-    previous = numba.get_num_threads()
-    lock = _LAUNCH_LOCK if _needs_launch_lock() else None
-    if lock is not None:
-        lock.acquire()
-    try:
-        numba.set_num_threads(1)
-        with threadpool_limits(limits=1, user_api="blas"):
-            return function(*args)
-    finally:
-        numba.set_num_threads(previous)
-        if lock is not None:
-            lock.release()
-
-
 def _sums_task(ops, t0, t1):
     carry = np.zeros((ops.land.rank, ops.draws.shape[0]))
-    exact, gap, _, _ = _single_threaded(_sums_block, ops.land, ops.pre, ops.draws, ops.scores,
-                                        t0, t1, carry, False)
+    exact, gap, _, _ = single_threaded(_sums_block, ops.land, ops.pre, ops.draws, ops.scores,
+                                       t0, t1, carry, False)
     return carry, exact.sum(axis=1), gap.sum(axis=1)
 
 
 def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
-    return _single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c], ops.scores[c],
-                            start, stop, kind, seed, flip, n_bootstrap, count)
+    return single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c], ops.scores[c],
+                           start, stop, kind, seed, flip, n_bootstrap, count)
 
 
 def _backend_blocks(backend, draws, scores, pre, land, task, blocks):

@@ -33,6 +33,16 @@ def is_labelled(data):
     return module.startswith(("xarray", "arviz", "datatree"))
 
 
+def has_chain_dimension(data, sample_dims):
+    """Whether the draws come as chains (a trace, or an array whose sample_dims or shape has
+    a chain axis): the wild bootstrap applies; otherwise one sample of independent draws."""
+    if is_labelled(data):
+        return True
+    if sample_dims is not None:
+        return "chain" in array_sample_dims(sample_dims)
+    return np.ndim(data) != 2
+
+
 def check_space(space, model):
     """``space`` is None, "unconstrained" or "constrained"; a PyMC model fixes it."""
     if space is None:
