@@ -149,21 +149,25 @@ _COMMON_PARAMETERS = """\
         numbers are the same (to rounding); only O(N) sums come back. Start workers with
         one thread each, as many as cores. See the user guide, "Beyond one machine".
     estimator : {"exact", "nystrom"}, default "exact"
-        ``"exact"``: every pair of draws, O(N^2 d) time. ``"nystrom"``: pairs through m
-        landmarks (Kalinke, Szabo & Sriperumbudur 2025), O(N m d + N m^2 + m^3) time,
-        with k_p(x_i, x_i) and the pairs of draws of one chain at most L apart kept
-        exact (L about twice the autocorrelation time, at most 50; ``attrs
+        ``"exact"``: every pair of draws, O(N^2 d) time. ``"nystrom"``: the Stein
+        features projected onto the base kernel at m landmarks (m d functions), time
+        linear in N, with k_p(x_i, x_i) and the pairs of draws of one chain at most L
+        apart kept exact (L about twice the autocorrelation time, at most 50; ``attrs
         ["n_exact_lags"]``); for 10^5 draws and more (measured error and cost: user
-        guide, "Many draws: the Nyström estimator"). It can miss part of a discrepancy
-        that the landmarks do not resolve.
+        guide, "Many draws: the Nyström estimator"; the maths: Background page,
+        "Nyström KSD"). It can miss a small part of a discrepancy that the landmarks
+        do not resolve. ``ksd_test`` projects onto the Stein kernel at the landmarks
+        (m functions, the short features its bootstrap needs) and keeps only the
+        diagonal exact: its statistic can be lower than N times the KSD^2 of ``ksd``.
     n_landmarks : int, optional
         Landmarks m for ``estimator="nystrom"`` (1 <= m <= N): default 4 sqrt(N) clipped
         to [200, 500] (and to N). More landmarks: closer to the exact value, cost
-        growing as N m^2.
+        growing as N m d (and N m^2 for ``ksd_path`` and ``ksd_test``).
     rng : int, numpy.random.Generator or None
         Source of the landmarks (``numpy.random.default_rng(rng)``), drawn uniformly
-        without replacement from the pooled draws; ``attrs["landmark_index"]`` records
-        them. Unused by ``estimator="exact"``."""
+        without replacement from the pooled draws (``attrs["landmark_index"]`` records
+        them), and of the windows of draws sampled for the exact pairs' projected
+        values when N is large. Unused by ``estimator="exact"``."""
 
 
 def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
@@ -189,7 +193,9 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         used, the sizes, and ``estimator``; with ``estimator="nystrom"`` also
         ``n_landmarks``, ``nystrom_rank`` (eigenvalues of K_mm kept), ``landmark_rule``,
         ``landmark_index`` (chain * n_draw + draw of each landmark),
-        ``eigenvalue_cutoff``, ``n_exact_lags`` (L) and ``exact_lag_rule``.
+        ``eigenvalue_cutoff``, ``n_exact_lags`` (L), ``exact_lag_rule``,
+        ``nystrom_features``, and ``near_pair_draws_sampled`` with its rule (the
+        draws on which the projected values of the exact pairs were computed).
 
     Notes
     -----

@@ -13,8 +13,9 @@ import numpy as np
 
 from steindiag._validate import check_rng
 from steindiag.engine.nystrom import (
-    choose_landmarks, default_exact_lags, default_n_landmarks, nystrom_cumulative_sums, nystrom_quadratic_forms,
+    choose_landmarks, default_exact_lags, default_n_landmarks, nystrom_quadratic_forms,
 )
+from steindiag.engine.nystrom_base import base_cumulative_sums, choose_base_landmarks
 
 __all__ = ["ESTIMATORS", "check_estimator", "landmarks_for", "nystrom_sums", "nystrom_forms"]
 
@@ -44,9 +45,7 @@ def check_estimator(estimator, n_landmarks, rng):
     return check_rng(rng)
 
 
-def landmarks_for(prepared, pre, kernel, n_landmarks, rng):
-    """Landmarks of the prepared draws (``n_landmarks`` None: the default for N), with
-    the number of lags whose within-chain pairs are computed exactly."""
+def _n_landmarks(prepared, n_landmarks):
     n_chain, n_draw, _ = prepared.draws.shape
     n_total = n_chain * n_draw
     if n_landmarks is None:
@@ -55,16 +54,30 @@ def landmarks_for(prepared, pre, kernel, n_landmarks, rng):
         raise ValueError(
             f"n_landmarks must be at most the number of draws ({n_total}); got {n_landmarks}."
         )
-    land = choose_landmarks(prepared.draws, prepared.scores, pre, kernel, int(n_landmarks), rng)
+    return int(n_landmarks)
+
+
+def landmarks_for(prepared, pre, kernel, n_landmarks, rng):
+    """Landmarks of the test's Stein-kernel features (``n_landmarks`` None: the default
+    for N), with the number of lags whose within-chain pairs are computed exactly."""
+    land = choose_landmarks(prepared.draws, prepared.scores, pre, kernel,
+                            _n_landmarks(prepared, n_landmarks), rng)
     land.n_lags = default_exact_lags(prepared.draws)
     return land
 
 
 def nystrom_sums(prepared, pre, kernel, n_landmarks, rng, path, backend):
-    """(per_chain, pooled, diag_chain, diag_pooled) as ``stats.ksd.cumulative_sums``, and attrs."""
-    land = landmarks_for(prepared, pre, kernel, n_landmarks, rng)
-    sums = nystrom_cumulative_sums(prepared.draws, prepared.scores, pre, land, path=path,
-                                   backend=backend)
+    """(per_chain, pooled, diag_chain, diag_pooled) as ``stats.ksd.cumulative_sums``, and attrs.
+
+    ``ksd`` and ``ksd_path`` project onto the base kernel at the landmarks (m d
+    functions: ``engine.nystrom_base``); the same rng draws the same landmarks as the
+    test's Stein-kernel features.
+    """
+    land = choose_base_landmarks(prepared.draws, prepared.scores, pre, kernel,
+                                 _n_landmarks(prepared, n_landmarks), rng)
+    land.n_lags = default_exact_lags(prepared.draws)
+    sums = base_cumulative_sums(prepared.draws, prepared.scores, pre, land, rng, path=path,
+                                backend=backend)
     return sums, land.attrs()
 
 

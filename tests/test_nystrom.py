@@ -1,12 +1,16 @@
 """Tests of estimator="nystrom" (ksd, ksd_path, ksd_test).
 
 Where the truths come from:
-- the Nyström formula itself: a slow NumPy reference built here from the dense Stein
-  kernel matrix of tests/reference.py (independent of the engine): with landmarks L,
-  K_nys = K_nL K_LL^+ K_Ln, and the estimate of sum_ij k_p(x_i, x_j) is
-  1^T K_nys 1 + tr(K) - tr(K_nys) (off-diagonal pairs through the landmarks, diagonal
-  exact; see the Background page of the docs); with L exact lags, the entries of pairs
-  of draws of one chain at most L apart are also taken from K (``corrected_matrix``);
+- the Nyström formulas themselves, as slow dense NumPy references built here
+  (independent of the engine's streamed expansions):
+  ksd and ksd_path project xi_l(x) = s_l(x) k(x, .) + d/dx_l k(x, .) onto the base
+  kernel at the landmarks Z: <P xi(x), P xi(y)> = sum_l b_l(x)^T K_ZZ^+ b_l(y), with
+  b_l(x) = (xi_l(x))(Z) evaluated from k and its gradient (``base_nystrom_matrix``);
+  the test uses the Stein-kernel features K_nys = K_nL K_LL^+ K_Ln of the dense Stein
+  kernel matrix of tests/reference.py (``nystrom_reference``). In both, the diagonal
+  and, with L exact lags, the pairs of draws of one chain at most L apart are taken from
+  the exact Stein kernel matrix K (``corrected_matrix``; see the Background page of the
+  docs);
 - agreement with the exact estimator: the exact ksd of the same draws, with tolerances
   from the spread of the Nyström estimate over landmark draws (measured on the same
   kind of sample at N = 20,000, benchmarks/results/nystrom.md) - never from the value
@@ -58,13 +62,40 @@ def nystrom_reference(flat, landmark_index, cutoff):
     return phi, np.diag(K)
 
 
-def corrected_matrix(flat, n_chain, landmark_index, cutoff, n_lags):
-    """Dense K~: K_nys, with K's entries on the diagonal and on pairs of one chain's draws
-    at most ``n_lags`` apart (``flat`` chain-major, (chain * draw, d))."""
+def imq(x, y, c=1.0, beta=-0.5):
+    """IMQ base kernel matrix (identity preconditioner)."""
+    return (c**2 + ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)) ** beta
+
+
+def imq_grad_x(x, y, c=1.0, beta=-0.5):
+    """d/dx k(x, y) of the IMQ, (n, m, d): 2 beta (c^2 + |u|^2)^(beta - 1) u, u = x - y."""
+    u = x[:, None, :] - y[None, :, :]
+    return 2 * beta * ((c**2 + (u**2).sum(-1)) ** (beta - 1))[..., None] * u
+
+
+def base_nystrom_matrix(flat, landmark_index, cutoff):
+    """Dense <P xi(x_i), P xi(x_j)> of the base-kernel Nyström (IMQ, identity
+    preconditioner, score -x): K_ZZ^+ from its eigendecomposition with the same relative
+    cut-off, b_l(x) = s_l(x) k(x, Z) + d/dx_l k(x, Z)."""
+    z = flat[landmark_index]
+    lam, U = np.linalg.eigh(imq(z, z))
+    keep = lam > cutoff * lam[-1]
+    pinv = (U[:, keep] / lam[keep]) @ U[:, keep].T
+    b = -flat[:, None, :] * imq(flat, z)[..., None] + imq_grad_x(flat, z)  # (n, m, d)
+    return np.einsum("iml,mk,jkl->ij", b, pinv, b)
+
+
+def corrected_matrix(flat, n_chain, landmark_index, cutoff, n_lags, base=True):
+    """Dense K~: the Nyström matrix (``base``: of ksd and ksd_path, else the test's
+    Stein-kernel features), with K's entries on the diagonal and on pairs of one chain's
+    draws at most ``n_lags`` apart (``flat`` chain-major, (chain * draw, d))."""
     d = flat.shape[1]
     K = imq_stein_kernel_matrix(flat, -flat, flat, -flat, np.eye(d))
-    phi, _ = nystrom_reference(flat, landmark_index, cutoff)
-    K_tilde = phi.T @ phi
+    if base:
+        K_tilde = base_nystrom_matrix(flat, landmark_index, cutoff)
+    else:
+        phi, _ = nystrom_reference(flat, landmark_index, cutoff)
+        K_tilde = phi.T @ phi
     n_draw = flat.shape[0] // n_chain
     chain, draw = np.divmod(np.arange(flat.shape[0]), n_draw)
     exact = (chain[:, None] == chain[None]) & (np.abs(draw[:, None] - draw[None]) <= n_lags)
@@ -141,15 +172,79 @@ def test_exact_lags_follow_the_autocorrelation_time():
     assert default_exact_lags(rng.standard_normal((3, 1, 2))) == 0
 
 
-def test_all_points_as_landmarks_is_the_exact_ksd():
-    # Truth: with every draw a landmark, K_nys = K (Nyström is exact on its own span), so
-    # the estimate is the exact V-statistic (up to the eigenvalue cut-off, ~1e-10).
+def test_many_short_chains_match_the_reference():
+    # Many-chain samplers: 40 chains of 8 draws (blocks of several whole chains). Truth:
+    # the dense reference matrix, per chain and pooled, for ksd and every point of the path.
+    x = ar1(np.random.default_rng(14), 40, 8, 2, 0.6) + 0.3
+    res = steindiag.ksd(x, score=-x, preconditioner="identity", estimator="nystrom",
+                        n_landmarks=30, rng=15)
+    path = steindiag.ksd_path(x, score=-x, preconditioner="identity", estimator="nystrom",
+                              n_landmarks=30, rng=15)
+    K_tilde = corrected_matrix(x.reshape(-1, 2), 40, res.attrs["landmark_index"],
+                               res.attrs["eigenvalue_cutoff"], res.attrs["n_exact_lags"])
+    for n in (1, 3, 8):
+        per_chain, pooled = chain_sums(K_tilde, 40, n)
+        np.testing.assert_allclose(path["ksd"].sel(n=n), np.sqrt(per_chain) / n, rtol=1e-9)
+        np.testing.assert_allclose(path["ksd_pooled"].sel(n=n), np.sqrt(pooled) / (40 * n),
+                                   rtol=1e-9)
+    np.testing.assert_allclose(res["ksd"], np.sqrt(per_chain) / 8, rtol=1e-9)
+    np.testing.assert_allclose(res["ksd_pooled"], np.sqrt(pooled) / 320, rtol=1e-9)
+
+
+def test_reference_gradient_is_the_derivative_of_the_kernel():
+    # Truth: central finite differences of the IMQ (the reference's own check).
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 80, 3))
-    exact = steindiag.ksd(x, score=-x)
-    nys = steindiag.ksd(x, score=-x, estimator="nystrom", n_landmarks=160, rng=4)
-    for name in ("ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled"):
-        np.testing.assert_allclose(nys[name], exact[name], rtol=1e-6)
+    x, z = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    h = 1e-6
+    numeric = np.stack([(imq(x + h * e, z) - imq(x - h * e, z)) / (2 * h) for e in np.eye(3)],
+                       axis=-1)
+    np.testing.assert_allclose(imq_grad_x(x, z), numeric, rtol=1e-7, atol=1e-10)
+
+
+def test_sampled_near_pairs_use_the_ratio_to_the_exact_pairs(monkeypatch):
+    # Above a cost budget, ksd computes the projected products of the exact near pairs on
+    # a simple random sample of windows of each chain and scales each chain's sum by the
+    # ratio of its exact near sum over all draws to the exact near sum of the sampled
+    # windows (a ratio estimator). Truth: the dense reference, window by window: with 2
+    # windows a chain and 1 sampled, the estimate must be one of the 4 values the
+    # choice of windows allows, and the variance of the ratio estimator over those
+    # choices must be far below that of the plain expansion estimator (windows / sampled).
+    import itertools
+
+    import steindiag.engine.nystrom_base as base
+
+    monkeypatch.setattr(base, "_SAMPLE_FLOPS", 1.0)
+    monkeypatch.setattr(base, "_MIN_SAMPLED", 2 * 256)  # one window of each chain
+    x = ar1(np.random.default_rng(4), 2, 512, 2, 0.5) + 0.2
+    res = steindiag.ksd(x, score=-x, preconditioner="identity", estimator="nystrom",
+                        n_landmarks=20, rng=5)
+    assert res.attrs["near_pair_draws_sampled"] == 512
+    flat = x.reshape(-1, 2)
+    L = res.attrs["n_exact_lags"]
+    index, cutoff = res.attrs["landmark_index"], res.attrs["eigenvalue_cutoff"]
+    approx = base_nystrom_matrix(flat, index, cutoff)
+    exact = imq_stein_kernel_matrix(flat, -flat, flat, -flat, np.eye(2))
+    t = np.arange(512)
+    # A near pair (each draw with itself and its L predecessors, both orders) belongs to
+    # the window of its later draw.
+    mask = (np.abs(t[:, None] - t[None]) <= L) & (t[:, None] >= t[None])
+    weight = np.where(t[:, None] == t[None], 1.0, 2.0) * mask
+    projected, near, rest = [], [], 0.0
+    for c in range(2):
+        block = slice(c * 512, (c + 1) * 512)
+        projected.append((approx[block, block] * weight).sum(axis=1).reshape(2, 256).sum(1))
+        near.append((exact[block, block] * weight).sum(axis=1).reshape(2, 256).sum(1))
+    # Everything but the projected near products: the dense corrected sum plus them.
+    K_tilde = corrected_matrix(flat, 2, index, cutoff, L)
+    _, pooled = chain_sums(K_tilde, 2, 512)
+    rest = pooled + sum(p.sum() for p in projected)
+    ratio = [rest - sum(near[c].sum() * projected[c][w[c]] / near[c][w[c]] for c in range(2))
+             for w in itertools.product(range(2), repeat=2)]
+    plain = [rest - sum(2 * projected[c][w[c]] for c in range(2))
+             for w in itertools.product(range(2), repeat=2)]
+    estimate = float(res["ksd_pooled"]) ** 2 * 1024**2
+    assert np.min(np.abs(np.array(ratio) / estimate - 1)) < 1e-9, (estimate, ratio)
+    assert np.std(ratio) < 0.2 * np.std(plain), (ratio, plain)
 
 
 def test_path_matches_reference_prefixes():
@@ -222,10 +317,22 @@ def test_agrees_with_exact_on_ar1_chains(d, monkeypatch):
                                                                            uncorrected)
 
 
+def test_agrees_with_exact_on_a_shifted_sample_in_50_dimensions():
+    # The issue's hard case: N(0.3, I_50) draws against N(0, I_50), KSD^2 about 18 times its
+    # i.i.d. floor, where the Stein-kernel features of the test lose a quarter of it.
+    # Truth: the exact V-statistic of the same draws; the issue's criterion, 5 % at the
+    # default m (here N = 4,000, m = 253: about -3 % with a spread of 0.1 % over landmark
+    # draws, measured when the estimator was chosen; at N = 20,000, m = 500: -1.6 %,
+    # benchmarks/results/nystrom.md).
+    x = np.random.default_rng(90).standard_normal((4, 1000, 50)) + 0.3
+    res = steindiag.ksd(x, score=-x)
+    assert float(res["ksd_pooled"]) > 3 * float(res["ksd_iid_pooled"])
+    _agreement(x, 0.05)
+
+
 def test_biased_sample_converges_as_m_grows():
     # Truth: the exact value. With more landmarks the projection space grows, so the
-    # error must shrink (here from about 30 % to 3 %; the spread over landmark draws is
-    # far smaller than these steps). m = N is exact: test_all_points_as_landmarks_....
+    # error must shrink (the spread over landmark draws is far smaller than these steps).
     rng = np.random.default_rng(20)
     x = rng.standard_normal((4, 500, 5)) + 0.3
     exact = float(steindiag.ksd(x, score=-x)["ksd_pooled"]) ** 2
@@ -321,7 +428,7 @@ def test_bootstrap_forms_use_the_corrected_matrix(monkeypatch):
     for raw in recorded[1:]:
         blocks.append(raw * (blocks[-1][-1] * raw[0]))
     w = np.concatenate(blocks)
-    K_tilde = corrected_matrix(x[0], 1, land.index, engine.EIGEN_CUTOFF, 9)
+    K_tilde = corrected_matrix(x[0], 1, land.index, engine.EIGEN_CUTOFF, 9, base=False)
     expected = np.concatenate([[K_tilde.sum()], np.einsum("ib,ij,jb->b", w, K_tilde, w)])
     np.testing.assert_allclose(per_chain[0], expected, rtol=1e-9)
     np.testing.assert_allclose(pooled, expected, rtol=1e-9)
@@ -359,7 +466,7 @@ def test_test_statistic_is_the_reference_without_the_band():
     # statistic is N KSD^2_V = (sum of the matrix) / N, per chain and pooled.
     assert nys.attrs["n_exact_lags"] == 0
     K_tilde = corrected_matrix(flat, 2, nys.attrs["landmark_index"],
-                               nys.attrs["eigenvalue_cutoff"], 0)
+                               nys.attrs["eigenvalue_cutoff"], 0, base=False)
     per_chain, pooled = chain_sums(K_tilde, 2, 150)
     np.testing.assert_allclose(nys["statistic_pooled"], pooled / 300, rtol=1e-9)
     np.testing.assert_allclose(nys["statistic"], per_chain / 150, rtol=1e-9)
