@@ -1,4 +1,8 @@
-"""Nyström products: the Stein kernel between all draws and m landmarks, streamed.
+"""Nyström features of the Stein kernel at m landmarks, streamed: the estimator of ``ksd_test``.
+
+(``ksd`` and ``ksd_path`` project onto the base kernel at the landmarks instead:
+``engine.nystrom_base``, which shares the landmark rule, the exact-lag rule and
+``lag_pair_gaps`` from here.)
 
 Data flow (see the Background page of the docs, "Nyström KSD"):
 
@@ -26,8 +30,7 @@ from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import sign_chains
 
 __all__ = ["cross_stein_block", "lag_pair_gaps", "lag_weighted_sums", "Landmarks", "choose_landmarks",
-           "default_n_landmarks", "default_exact_lags", "nystrom_cumulative_sums",
-           "nystrom_quadratic_forms"]
+           "default_n_landmarks", "default_exact_lags", "nystrom_quadratic_forms"]
 
 # Draws per inner block of the cross product (per-pair temporaries live in L1).
 _BLOCK = 256
@@ -122,9 +125,6 @@ def lag_weighted_sums(gaps, weights, out):
 # K_p(L, x), about 1e-16 of the largest eigenvalue, is amplified by 1 / sqrt(lambda):
 # at most about 1e-11 here.
 EIGEN_CUTOFF = 1e-10
-# Draws (over all chains) per streamed block: K_p(L, X_block) and its features take
-# 2 * 8 m * _BLOCK_COLUMNS bytes (64 MB at m = 1000).
-_BLOCK_COLUMNS = 4096
 # Draws of one chain per bootstrap block (each with its own random stream): its weights
 # take 8 B _WEIGHT_ROWS bytes (16 MB for B = 1000).
 _WEIGHT_ROWS = 2048
@@ -282,97 +282,6 @@ def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
                          "and a kernel with f'(0) = 0?); use estimator='exact'.")
     land.projection = np.ascontiguousarray((eigenvectors[:, keep] / np.sqrt(eigenvalues[keep])).T)
     return land
-
-
-def _sums_block(land, pre, draws, scores, t0, t1, carry, path):
-    """Draws t0..t1 of every chain (time-major block): running squared norms or totals.
-
-    ``carry`` (r, chain): the running feature sums before the block (updated in place).
-    Returns (exact diagonal (chain, b), exact minus Nyström over the block's pairs that
-    the Nyström sum misses (chain, b): the diagonal and, for each draw t, both ordered
-    pairs (t - l, t), l = 1..L, per-chain squared norms of the running sums (chain, b)
-    and pooled (b,)), the last two None unless ``path``. The L draws before t0 are
-    featurised again as lag partners (no state passes between blocks but ``carry``).
-    """
-    n_chain, _, d = draws.shape
-    b = t1 - t0
-    lo = max(0, t0 - land.n_lags)
-    n_prefix = t0 - lo
-    block_draws = draws[:, lo:t1]
-    block_scores = scores[:, lo:t1]
-    features, exact, nystrom = land.features(block_draws.reshape(-1, d),
-                                             block_scores.reshape(-1, d), pre)
-    features = features.reshape(-1, n_chain, n_prefix + b)
-    exact = exact.reshape(n_chain, -1)[:, n_prefix:]
-    gap = exact - nystrom.reshape(n_chain, -1)[:, n_prefix:]
-    if land.n_lags > 0:
-        for c in range(n_chain):
-            gap[c] += 2.0 * land.lag_gaps(block_draws[c], block_scores[c], pre,
-                                          features[:, c], n_prefix).sum(axis=1)
-    features = features[:, :, n_prefix:]
-    if not path:
-        carry += features.sum(axis=2)
-        return exact, gap, None, None
-    running = np.cumsum(features, axis=2)
-    running += carry[:, :, None]
-    per_chain = np.einsum("rcb,rcb->cb", running, running)
-    pooled_sum = running.sum(axis=1)
-    pooled = np.einsum("rb,rb->b", pooled_sum, pooled_sum)
-    carry[...] = running[:, :, -1]
-    return exact, gap, per_chain, pooled
-
-
-def nystrom_cumulative_sums(draws, scores, pre, land, path=True, backend=None):
-    """Nyström counterpart of ``stats.ksd.cumulative_sums``: the same four arrays.
-
-    ``per_chain`` (chain, n) and ``pooled`` (n,) approximate the sums of k_p over all
-    ordered pairs of the first n draws (of each chain, of every chain) by
-    |sum phi|^2 + sum_i (k_p(x_i, x_i) - |phi(x_i)|^2)
-    + 2 sum_(pairs (t - l, t) of one chain, 1 <= l <= L) (k_p - phi.phi): the pairs from
-    the features, except the diagonal and the pairs of draws of one chain at most
-    L = ``land.n_lags`` apart, which are exact. A pair (t - l, t) enters the curve at
-    draw t. ``diag_chain``, ``diag_pooled``: the exact diagonal's running sums. With
-    ``path=False`` only n = draw (one column) is returned.
-
-    Streams over blocks of draw indices (every chain): O((m + r) * 4096) memory besides
-    the O(N) outputs; O(N m (8 d + 20) + 2 N m r + N L (3 d + 2 r)) time.
-    """
-    n_chain, n_draw, d = draws.shape
-    if backend is not None:
-        if path:
-            raise ValueError("estimator='nystrom' with client= computes ksd and ksd_test; "
-                             "ksd_path with client= needs estimator='exact' (or no client).")
-        return backend_final_sums(backend, draws, scores, pre, land)
-    step = max(1, _BLOCK_COLUMNS // n_chain)
-    carry = np.zeros((land.rank, n_chain))
-    exact = np.empty((n_chain, n_draw))
-    correction = np.empty((n_chain, n_draw))
-    norms_chain = np.empty((n_chain, n_draw)) if path else None
-    norms_pooled = np.empty(n_draw) if path else None
-    for t0 in range(0, n_draw, step):
-        t1 = min(n_draw, t0 + step)
-        ex, gap, per_chain, pooled = _sums_block(land, pre, draws, scores, t0, t1, carry, path)
-        exact[:, t0:t1] = ex
-        correction[:, t0:t1] = gap
-        if path:
-            norms_chain[:, t0:t1] = per_chain
-            norms_pooled[t0:t1] = pooled
-    if path:
-        diag_chain = np.cumsum(exact, axis=1)
-        correction_chain = np.cumsum(correction, axis=1)
-        per_chain = norms_chain + correction_chain
-        pooled = norms_pooled + correction_chain.sum(axis=0)
-        return per_chain, pooled, diag_chain, diag_chain.sum(axis=0)
-    return _final(carry, exact.sum(axis=1), correction.sum(axis=1))
-
-
-def _final(carry, exact_chain, correction_chain):
-    """The four arrays of ``nystrom_cumulative_sums`` for n = draw only, from block totals."""
-    per_chain = np.einsum("rc,rc->c", carry, carry) + correction_chain
-    pooled_sum = carry.sum(axis=1)
-    pooled = pooled_sum @ pooled_sum + correction_chain.sum()
-    return (per_chain[:, None], np.array([pooled]), exact_chain[:, None],
-            np.array([exact_chain.sum()]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -554,13 +463,6 @@ class _Operands:
     land: Landmarks
 
 
-def _sums_task(ops, t0, t1):
-    carry = np.zeros((ops.land.rank, ops.draws.shape[0]))
-    exact, gap, _, _ = single_threaded(_sums_block, ops.land, ops.pre, ops.draws, ops.scores,
-                                       t0, t1, carry, False)
-    return carry, exact.sum(axis=1), gap.sum(axis=1)
-
-
 def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
     return single_threaded(_bootstrap_block, ops.land, ops.pre, ops.draws[c], ops.scores[c],
                            start, stop, kind, seed, flip, n_bootstrap, count)
@@ -581,19 +483,3 @@ def _backend_blocks(backend, draws, scores, pre, land, task, blocks):
     finally:
         backend.client.cancel(futures)
         ops_future.release()
-
-
-def backend_final_sums(backend, draws, scores, pre, land):
-    """``nystrom_cumulative_sums(..., path=False)`` with blocks of draws as dask tasks."""
-    n_chain, n_draw, _ = draws.shape
-    step = max(1, _BLOCK_COLUMNS // n_chain)
-    blocks = [(t0, min(n_draw, t0 + step)) for t0 in range(0, n_draw, step)]
-    carry = np.zeros((land.rank, n_chain))
-    exact = np.zeros(n_chain)
-    correction = np.zeros(n_chain)
-    for block_carry, block_exact, block_correction in _backend_blocks(
-            backend, draws, scores, pre, land, _sums_task, blocks):
-        carry += block_carry
-        exact += block_exact
-        correction += block_correction
-    return _final(carry, exact, correction)
