@@ -30,7 +30,8 @@ import numpy as np
 
 from steindiag.engine.dask import single_threaded
 from steindiag.engine.nystrom import (
-    EIGEN_CUTOFF, EXACT_LAG_RULE, LANDMARK_RULE, default_exact_lags, lag_pair_gaps,
+    EIGEN_CUTOFF, EXACT_LAG_RULE, LANDMARK_RULE, cross_stein_block, default_exact_lags,
+    lag_pair_gaps,
 )
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.kernels import _stein
@@ -106,6 +107,7 @@ class BaseLandmarks:
 
     index: np.ndarray
     z: np.ndarray
+    z_scores: np.ndarray
     z_root: np.ndarray
     center: np.ndarray
     z_sq: np.ndarray
@@ -222,7 +224,7 @@ def choose_base_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     n_chain, n_draw, d = draws.shape
     index = np.sort(rng.choice(n_chain * n_draw, size=n_landmarks, replace=False))
     chain, draw = np.divmod(index, n_draw)
-    z, _ = pre.to_kernel_coordinates(draws[chain, draw], scores[chain, draw])
+    z, z_scores = pre.to_kernel_coordinates(draws[chain, draw], scores[chain, draw])
     a_stein = np.asarray(pre.a, dtype=np.float64)
     a = np.broadcast_to(a_stein, (d,)).astype(np.float64) if pre.isotropic else a_stein.copy()
     z_root = z * np.sqrt(a)
@@ -235,12 +237,44 @@ def choose_base_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     h = np.ascontiguousarray(eigenvectors[:, keep] / np.sqrt(eigenvalues[keep]))
     z_a = np.ascontiguousarray(z * a)
     return BaseLandmarks(
-        index=index.astype(np.int64), z=np.ascontiguousarray(z), z_root=z_root, center=center,
+        index=index.astype(np.int64), z=np.ascontiguousarray(z),
+        z_scores=np.ascontiguousarray(z_scores), z_root=z_root, center=center,
         z_sq=np.einsum("mk,mk->m", z_root, z_root), z_a=z_a, h=h,
         w=(h @ h.T) * (z_a @ z_a.T), a=a, a_stein=a_stein, isotropic=bool(pre.isotropic),
         trace_a=float(pre.trace_a), kind=kernel.numba_kind,
         params=np.asarray(kernel.numba_params, dtype=np.float64),
     )
+
+
+def landmark_pair_gaps(land, n_draw):
+    """k_p - <P xi, P xi> over the pairs of two different landmarks outside the band of
+    exact near pairs: (gaps (m, m), chain (m,), draw (m,)), 0 on excluded pairs.
+
+    The projection depends on the landmarks, so their pairs' projected products are not
+    centred like those of other pairs (under the target, E <P xi(x), P xi(y)> = 0 for a
+    draw y independent of the landmarks and of x, but not for two landmarks): left
+    projected, these m (m - 1) pairs bias the estimate by about m^2 / N relative to the
+    diagonal. They are made exact: O(m^2 d) for k_p, O(m^2 (m + r)) for the products.
+    """
+    chain, draw = np.divmod(land.index, n_draw)
+    exact = np.empty((land.index.size, land.index.size))
+    cross_stein_block(np.ascontiguousarray(land.z.T[None]),
+                      np.ascontiguousarray(land.z_scores.T[None]), land.a_stein, land.isotropic,
+                      land.kind, land.params, land.trace_a, land.z, land.z_scores, exact)
+    v = {key: value[0] for key, value in land.draw_vectors(land.z[None], land.z_scores[None]).items()}
+    ps = v["p"] * v["zs"]
+    qx = v["q"] * v["zx"]
+    projected = ((v["alpha"] @ v["alpha"].T) * (v["s"] @ v["s"].T)
+                 + 2.0 * (v["alpha"] @ v["gamma"].T) * (v["s"] @ v["x_a"].T)
+                 + 2.0 * (v["gamma"] @ v["alpha"].T) * (v["x_a"] @ v["s"].T)
+                 + 4.0 * (v["gamma"] @ v["gamma"].T) * (v["x_a"] @ v["x_a"].T)
+                 - 2.0 * (ps @ v["g"].T + v["g"] @ ps.T)
+                 - 4.0 * (qx @ v["g"].T + v["g"] @ qx.T)
+                 + 4.0 * (v["g"] @ v["wg"].T))
+    gaps = exact - projected
+    band = (chain[:, None] == chain[None]) & (np.abs(draw[:, None] - draw[None]) <= land.n_lags)
+    gaps[band] = 0.0
+    return gaps, chain, draw
 
 
 def _exact_near(land, x, s, n_prefix):
@@ -403,9 +437,13 @@ def base_cumulative_sums(draws, scores, pre, land, rng, path=True, backend=None)
         near_sampled[c0:c1] += exact_value
     if sampled:
         projected = _scale_up(projected, near_sampled, near, n_draw, windows, n_chain)
-    correction = near - projected
+    gaps, chain, _ = landmark_pair_gaps(land, n_draw)
+    same = chain[:, None] == chain[None]
+    correction = near - projected + np.bincount(chain, weights=(gaps * same).sum(axis=1),
+                                                minlength=n_chain)
+    correction_pooled = correction.sum() + (gaps * ~same).sum()
     pooled_features = land.h.T @ pooled_b
-    pooled = np.einsum("rd,rd->", pooled_features, pooled_features) + correction.sum()
+    pooled = np.einsum("rd,rd->", pooled_features, pooled_features) + correction_pooled
     return ((norms + correction)[:, None], np.array([pooled]), diagonal[:, None],
             np.array([diagonal.sum()]))
 
@@ -437,10 +475,18 @@ def _path_sums(draws, scores, pre, land):
         v = {key: value[:, n_prefix:] for key, value in v.items()}
         norm_chain[:, t0:t1] = _running_norms(v, state_chain, pooled=False)
         norm_pooled[t0:t1] = _running_norms(v, state_pooled, pooled=True)[0]
+    # Pairs of two landmarks enter the curves at the later of their two draws.
+    gaps, chain, draw = landmark_pair_gaps(land, n_draw)
+    later = np.maximum(draw[:, None], draw[None])
+    same = chain[:, None] == chain[None]
+    for c in range(n_chain):
+        inside = same & (chain[:, None] == c)
+        correction[c] += np.bincount(later[inside], weights=gaps[inside], minlength=n_draw)
+    across = np.bincount(later[~same], weights=gaps[~same], minlength=n_draw)
     diag_chain = np.cumsum(diag, axis=1)
     correction_chain = np.cumsum(correction, axis=1)
     per_chain = norm_chain + correction_chain
-    pooled = norm_pooled + correction_chain.sum(axis=0)
+    pooled = norm_pooled + correction_chain.sum(axis=0) + np.cumsum(across)
     return per_chain, pooled, diag_chain, diag_chain.sum(axis=0)
 
 
