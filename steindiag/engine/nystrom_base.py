@@ -16,7 +16,8 @@ the projection resolves worst, each draw with itself and with its chain's L near
 neighbours in time, are exact: their k_p is computed and their projected products
 removed. Those projected products need O(m^2) per draw; ``ksd`` computes them on a
 random sample of windows of draws (all of them when the cost is small) and scales the
-sum up, ``ksd_path`` on every draw.
+sum up by the ratio to the exact values of the same pairs, ``ksd_path`` on every draw.
+The pairs of two landmarks are exact too (their projected products are not centred).
 
 Data flow: draws, scores (chain, draw, d), preconditioner, kernel -> ``BaseLandmarks``
 (rng, K_zz, H) -> blocks of draws (every chain): sums of b, exact near pairs ->
@@ -54,7 +55,8 @@ SAMPLE_RULE = ("projected products of the exact near pairs on every draw when th
                "most 2e11 flops, else on a simple random sample (rng) of windows of 256 "
                "draws of each chain (fewer, down to 16, with many chains; the same number "
                "in every chain, at least 8192 draws over all, more when the 2e11 flops "
-               "allow), each chain's sum scaled up by its windows / sampled")
+               "allow), each chain's sum estimated by the ratio to the exact values of the "
+               "same pairs, known for every draw")
 # Pairs with t below _NEAR (|x|^2 + |z|^2) get t from differences (in chunks of
 # _NEAR_CHUNK pairs), not from the product form.
 _NEAR = 1e-6
@@ -390,8 +392,9 @@ def base_cumulative_sums(draws, scores, pre, land, rng, path=True, backend=None)
     ``per_chain`` (chain, n), ``pooled`` (n,): sums of k_p over all ordered pairs of the
     first n draws (of each chain, of every chain), approximated by
     |H^T sum b|_F^2 + sum over the exact near pairs (each draw with itself, and with the
-    draws of its chain at most L = ``land.n_lags`` before it, both orders) of
-    k_p - <P xi, P xi>. With ``path=False`` only n = draw (one column), and the projected
+    draws of its chain at most L = ``land.n_lags`` before it, both orders; and the pairs
+    of two landmarks, ``landmark_pair_gaps``) of k_p - <P xi, P xi>. With ``path=False``
+    only n = draw (one column), and the projected
     near products from a sample of windows when computing them all would cost more than
     ``_SAMPLE_FLOPS`` (``SAMPLE_RULE``). ``diag_chain``, ``diag_pooled``: running sums
     of the exact diagonal.
