@@ -297,8 +297,8 @@ def _agreement(x, tolerance, n_landmarks=None, seeds=(0, 1, 2)):
 @pytest.mark.parametrize("d", [5, 50])
 def test_agrees_with_exact_on_exact_draws(d):
     # Truth: the exact V-statistic of the same draws. Tolerance: at N = 20,000 the
-    # default m gives errors within 0.3-2.5 % (d = 5 and 50, benchmarks/results/
-    # nystrom.md); here N = 4,000 (m = 253), 5 %.
+    # default m gives +0.9 % (d = 5) and +0.1 % (d = 50), m = 200 +2.0 % and +0.1 %
+    # (benchmarks/results/nystrom.md); here N = 4,000 (m = 253), 5 %.
     x = np.random.default_rng(10 + d).standard_normal((4, 1000, d))
     _agreement(x, 0.05)
 
@@ -306,8 +306,8 @@ def test_agrees_with_exact_on_exact_draws(d):
 @pytest.mark.parametrize("d", [5, 50])
 def test_agrees_with_exact_on_ar1_chains(d, monkeypatch):
     # Truth: the exact V-statistic of the same draws. Tolerance: at N = 20,000 the default
-    # m with the exact lag pairs gives +1.1 % to +2.3 % on AR(1) chains (rho = 0.7,
-    # d = 5 and 50; without them -5.3 % and -16.9 %, benchmarks/results/nystrom.md);
+    # m with the exact lag pairs gives +0.4 % and -0.4 % on AR(1) chains (rho = 0.7,
+    # d = 5 and 50; without them about -2 % and -6 %, benchmarks/results/nystrom.md);
     # here N = 4,000 (m = 253), 5 %, the criterion.
     x = ar1(np.random.default_rng(30 + d), 4, 1000, d, 0.7)
     corrected = _agreement(x, 0.05)
