@@ -70,9 +70,13 @@ def _profile(kernel_kind, params, t):
     kind = len(kernel_kind) - 1
     if kind == _stein.IMQ:
         c2, beta = float(params[0]), float(params[1])
-        q = t + c2
-        f = 1.0 / np.sqrt(q) if beta == -0.5 else q**beta
-        g = f / q
+        q = np.add(t, c2, out=t)
+        if beta == -0.5:
+            f = np.sqrt(q)
+            np.reciprocal(f, out=f)
+        else:
+            f = q**beta
+        g = np.divide(f, q, out=q)
         g *= beta
         return f, g
     if kind == _stein.GAUSSIAN:
@@ -150,15 +154,21 @@ class BaseLandmarks:
         """(f, g) = (k(x, Z), f'(t(x, Z))), each (n, m), for points x (n, d) in kernel coordinates."""
         x_root = x * np.sqrt(self.a) - self.center
         x_sq = np.einsum("nk,nk->n", x_root, x_root)
-        t = x_sq[:, None] + self.z_sq[None, :]
-        t -= 2.0 * (x_root @ self.z_root.T)
+        t = x_root @ self.z_root.T
+        t *= -2.0
+        t += x_sq[:, None]
+        t += self.z_sq[None, :]
         # The product form loses digits for near pairs (t small against |x|^2 + |z|^2):
         # those are recomputed from differences, so a draw that is a landmark gets t = 0.
-        rows, cols = np.nonzero(t < _NEAR * (x_sq[:, None] + self.z_sq[None, :]))
-        for k in range(0, rows.size, _NEAR_CHUNK):
-            i, j = rows[k:k + _NEAR_CHUNK], cols[k:k + _NEAR_CHUNK]
-            u = x_root[i] - self.z_root[j]
-            t[i, j] = np.einsum("nk,nk->n", u, u)
+        # Rows whose smallest t is small are searched (few: the landmarks' own rows).
+        scale = x_sq + self.z_sq.max()
+        rows = np.nonzero(t.min(axis=1) < _NEAR * scale)[0]
+        if rows.size:
+            sub_rows, cols = np.nonzero(t[rows] < _NEAR * scale[rows, None])
+            for k in range(0, sub_rows.size, _NEAR_CHUNK):
+                i, j = rows[sub_rows[k:k + _NEAR_CHUNK]], cols[k:k + _NEAR_CHUNK]
+                u = x_root[i] - self.z_root[j]
+                t[i, j] = np.einsum("nk,nk->n", u, u)
         np.maximum(t, 0.0, out=t)
         return _profile(self.kind, self.params, t)
 
