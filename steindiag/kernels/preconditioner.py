@@ -133,8 +133,15 @@ def _identity(pooled, parameter):
 
 def _standardize(pooled, parameter):
     d = pooled.shape[1]
-    median = np.median(pooled, axis=0)
-    scale = _MAD_TO_SD * np.median(np.abs(pooled - median), axis=0)
+    # Column by column: the medians copy one column at a time, not the (N, d) draws
+    # twice (this preconditioner is the default, also of the Nystrom estimator at 10^7
+    # draws, whose memory budget is twice the draws and scores).
+    scale = np.empty(d)
+    for k in range(d):
+        column = np.array(pooled[:, k], dtype=np.float64)
+        column -= np.median(column)
+        np.abs(column, out=column)
+        scale[k] = _MAD_TO_SD * np.median(column)
     fallback = ~(scale > 0)
     if np.any(fallback):
         # More than half the draws share one value (e.g. a sticky chain): use the sd.
