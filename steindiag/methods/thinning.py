@@ -73,13 +73,16 @@ def prefix_ksd(points):
     ``points`` are the selected points in selection order (``KernelPoints.subset``), with
     the kernel and preconditioner of the selection. Their kernel rows come from the row
     pass the selection has compiled already (a first call compiles no pass for this):
-    ``_PREFIX_ROWS`` rows at a time, O(m^2 d) time for m points, O(_PREFIX_ROWS m) memory.
+    ``_PREFIX_ROWS`` rows at a time, each over the earlier points only: about m^2 / 2
+    kernel evaluations for m points, O(_PREFIX_ROWS m) memory.
     """
     m = points.n
     earlier = np.empty(m)  # sum over j < i of k_p(x_i, x_j)
     for start in range(0, m, _PREFIX_ROWS):
-        index = np.arange(start, min(start + _PREFIX_ROWS, m))
-        # Row i = start + r keeps its columns j <= start + r - 1.
-        earlier[index] = np.tril(points.rows(index), start - 1).sum(axis=1)
+        stop = min(start + _PREFIX_ROWS, m)
+        index = np.arange(start, stop)
+        # Columns 0 .. stop - 1 only; row i = start + r keeps its columns j <= start + r - 1.
+        rows = points.subset(np.arange(stop)).rows(index)
+        earlier[index] = np.tril(rows, start - 1).sum(axis=1)
     running = np.cumsum(2.0 * earlier + points.diagonal)
     return np.sqrt(np.maximum(running, 0.0)) / np.arange(1, m + 1)
