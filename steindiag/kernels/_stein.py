@@ -21,7 +21,8 @@ type, so every pass is compiled once per kernel (and cached). The dispatchers be
 Numba overloads that read the kind from the token's type when the caller is typed and
 return the code of that kernel only; within the IMQ they branch once per block on
 beta = -1/2 (a square root instead of a ``pow`` call) and run a loop of its own for
-each case. ``stein_value`` and ``base_value`` take the loop's ``variant`` as a literal
+each case. The default IMQ (beta = -1/2) has a token of its own, ``(0.0,)``
+(``kind_token(IMQ, half=True)``), for which they return the square-root loop alone. ``stein_value`` and ``base_value`` take the loop's ``variant`` as a literal
 and likewise compile one formula. So a pass compiles one kernel's loops (two for the
 IMQ), not all of them: the first call in a fresh process compiles several times less.
 
