@@ -20,6 +20,15 @@ stable figure.
 
 Run:  python benchmarks/bench_cold_start.py [--repeats 3] [--only ksd,mmd]
       [--out benchmarks/results/cold_start.md]
+
+Cached speed (``--warm``): the same calls after a first call that compiled them (warm
+cache), wall seconds, median of ``--warm-repeats`` calls per process, also on larger
+inputs (``LARGE_CASES``); with
+``--base PATH`` (another checkout, e.g. ``git worktree add --detach /tmp/base main``) the
+processes alternate between PATH and this repository, so that a change is compared
+with what it replaced in the same run:
+
+      python benchmarks/bench_cold_start.py --warm --base /tmp/base [--repeats 3]
 """
 
 import argparse
@@ -66,6 +75,20 @@ CASES = {
                     "lambda x, theta: -(x - theta), np.zeros(10), linear=True)"),
 }
 
+# Larger inputs for --warm only (where the passes, not Python, take the time).
+_LARGE_SETUP = """
+y2 = rng.standard_normal((1, 5000, 2))
+y10 = rng.standard_normal((1, 5000, 10))
+z10 = 0.1 + rng.standard_normal((4, 5000, 10))
+"""
+LARGE_CASES = {
+    "ksd N=5000 d=2": "steindiag.ksd(y2, score=-y2, preconditioner='identity')",
+    "ksd N=5000 d=10": "steindiag.ksd(y10, score=-y10, preconditioner='identity')",
+    "stein_thin N=20000": "steindiag.stein_thin(z10, score=-z10, n_points=1000)",
+    "min_ksd_fit N=4000": ("steindiag.min_ksd_fit(z10[:, :1000].reshape(-1, 10), "
+                            "lambda x, theta: -(x - theta), np.zeros(10), linear=True)"),
+}
+
 _CHILD = """
 import json, os, resource, sys, time
 start = time.perf_counter()
@@ -80,6 +103,49 @@ wall = time.perf_counter() - wall0
 cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
 print("RESULT " + json.dumps({{"wall": wall, "cpu": cpu, "import": import_s}}))
 """
+
+_WARM_CHILD = """
+import json, statistics, time
+import steindiag
+{setup}
+{call}
+walls = []
+for _ in range({repeats}):
+    start = time.perf_counter()
+    {call}
+    walls.append(time.perf_counter() - start)
+print("RESULT " + json.dumps({{"wall": statistics.median(walls)}}))
+"""
+
+
+def run_warm(call, python, repo, repeats):
+    """Median wall seconds of ``repeats`` calls after a first (compiling) call."""
+    env = dict(os.environ, PYTHONPATH=str(repo), MPLBACKEND="Agg")
+    code = _WARM_CHILD.format(setup=_SETUP + _LARGE_SETUP, call=call, repeats=repeats)
+    proc = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=repo, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{call} failed:\n{proc.stderr[-3000:]}")
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])["wall"]
+
+
+def main_warm(args, names):
+    """Cached speed: this repository vs ``--base``, alternating processes."""
+    sides = [("new", REPO)] + ([("base", Path(args.base).resolve())] if args.base else [])
+    print(f"cached calls, median of {args.warm_repeats} calls per process, "
+          f"{args.repeats} processes per side (load {os.getloadavg()[0]:.1f})")
+    for name in names:
+        walls = {side: [] for side, _ in sides}
+        for _ in range(args.repeats):
+            for side, repo in sides:
+                walls[side].append(run_warm({**CASES, **LARGE_CASES}[name], args.python, repo,
+                                            args.warm_repeats))
+        text = "  ".join(f"{side} {statistics.median(w) * 1e3:8.1f} ms "
+                         f"({', '.join(f'{x * 1e3:.1f}' for x in w)})"
+                         for side, w in walls.items())
+        print(f"{name:20s} {text}", flush=True)
+    print(f"(load {os.getloadavg()[0]:.1f} at the end)")
 
 
 def run_case(call, python):
@@ -113,8 +179,16 @@ def main():
                         help="comma-separated case names (default: all)")
     parser.add_argument("--out", default=None, help="write a markdown table here")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--warm", action="store_true",
+                        help="time cached calls instead (see the module docstring)")
+    parser.add_argument("--warm-repeats", type=int, default=5)
+    parser.add_argument("--base", default=None,
+                        help="with --warm: another checkout to compare with")
     args = parser.parse_args()
     names = list(CASES) if args.only is None else [n.strip() for n in args.only.split(",")]
+    if args.warm:
+        main_warm(args, names if args.only else names + list(LARGE_CASES))
+        return
     rows = []
     for name in names:
         runs = [run_case(CASES[name], args.python) for _ in range(args.repeats)]

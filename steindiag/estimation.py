@@ -249,7 +249,7 @@ def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
         theta, hessian, result = numerical_fit(objective, theta0, bounds, max_iter, options)
         converged, n_iterations = bool(result.success), int(result.nit)
         message = str(result.message)
-    ksd2_u, ksd = objective.value(objective.scores(theta))
+    ksd2_u, ksd = objective.value_at_estimate(objective.scores(theta))
     psi = objective.row_sum_gradients(theta) / (n - 1)
     sigma = np.atleast_2d(np.cov(psi, rowvar=False))
     try:

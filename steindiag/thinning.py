@@ -364,13 +364,14 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     selected = greedy_select(points, objective, step_penalty, n_points)
     chain_pos, draw_pos = np.divmod(selected, n_draw)
     # KSD of every prefix of the selection, with the same kernel and preconditioner.
-    ksd_path = prefix_ksd(draws_flat[selected], scores_flat[selected], pre, kernel)
+    selected_points = points.subset(selected)
+    ksd_path = prefix_ksd(selected_points)
     checks = check_correction(
         data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
         score=score, log_density=log_density if callable(log_density) else None,
         batched=batched, kernel=kernel, preconditioner=pre,
         missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
-        ksd_checks=[(points.subset(selected), float(ksd_path[-1]), "thinned points'")],
+        ksd_checks=[(selected_points, float(ksd_path[-1]), "thinned points'")],
     )
     attrs = {
         **thinning_attrs,

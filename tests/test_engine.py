@@ -445,3 +445,36 @@ def test_progress_bar_reports_every_pair(monkeypatch):
     steindiag.ksd(x, score=s, progress=True)
     # Truth: the pooled lower triangle has N (N - 1) / 2 pairs, N = 2 * 500.
     assert len(updates) > 1 and sum(updates) == 1000 * 999 // 2
+
+
+class _IMQGeneralToken(IMQ):
+    """The IMQ with the general kind token, whatever beta (the passes then pick the loop
+    by beta at run time instead of compiling the square-root loop alone)."""
+
+    @property
+    def numba_kind(self):
+        from steindiag.kernels._stein import IMQ as IMQ_KIND, kind_token
+
+        return kind_token(IMQ_KIND)
+
+
+@pytest.mark.parametrize("method", ["fused", "gemm"])
+def test_imq_half_token_runs_the_general_tokens_loop(method):
+    # The default IMQ (beta = -1/2) has a kind token of its own, for which every pass
+    # compiles the square-root loop only. Truth: the general IMQ token, whose passes
+    # choose that same loop at run time when beta = -1/2: bitwise the same numbers.
+    from steindiag.engine.products import KernelPoints
+
+    x, s = _target_draws(np.random.default_rng(21), 2, 60, 5)
+    pre = make_preconditioner("standardize", x.reshape(-1, 5), None)
+    # (0.0,) and (0,): equal in Python, two Numba types.
+    assert type(IMQ().numba_kind[0]) is float and type(_IMQGeneralToken().numba_kind[0]) is int
+    half = stein_row_sums(x, s, kernel=IMQ(), preconditioner=pre, method=method)
+    general = stein_row_sums(x, s, kernel=_IMQGeneralToken(), preconditioner=pre, method=method)
+    np.testing.assert_array_equal(half.row_all, general.row_all)
+    np.testing.assert_array_equal(half.diagonal, general.diagonal)
+    flat_x, flat_s = x.reshape(-1, 5), s.reshape(-1, 5)
+    weights = np.random.default_rng(22).uniform(size=flat_x.shape[0])
+    products = [KernelPoints(flat_x, flat_s, pre, kernel).matvec(weights)
+                for kernel in (IMQ(), _IMQGeneralToken())]
+    np.testing.assert_array_equal(products[0], products[1])

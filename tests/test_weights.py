@@ -312,7 +312,6 @@ def test_active_set_factor_and_matrix_free_agree_with_the_reference():
     # One parameter: K_p has an exact low-rank factor, so both representations of the
     # active set apply; both must reach the exact optimum of tests/reference.py.
     from steindiag.methods.active_set import (
-        dummy_kernel,
         lawson_hanson,
         matrix_free_kernel,
         pivoted_cholesky,
@@ -327,11 +326,11 @@ def test_active_set_factor_and_matrix_free_agree_with_the_reference():
     factor, residual = pivoted_cholesky(lambda i: points.rows(i) / scale, diagonal, 600, 1e-15)
     assert residual.max() <= 1e-15  # numerically exact factor (rank << N)
     values = []
-    for mode, F, kernel, diag in [
-        (1, factor, dummy_kernel(), np.einsum("ij,ij->i", factor, factor)),
-        (2, np.zeros((1, 1)), matrix_free_kernel(points, scale), diagonal),
+    for F, kernel, diag in [
+        (factor, None, np.einsum("ij,ij->i", factor, factor)),
+        (None, matrix_free_kernel(points, scale), diagonal),
     ]:
-        u, _, converged, _ = lawson_hanson(mode, F, kernel, diag, 1e-8, floor, 10_000, 128, 600)
+        u, _, converged, _ = lawson_hanson(F, kernel, diag, 1e-8, floor, 10_000, 128, 600)
         assert converged
         w = u / u.sum()
         values.append(w)

@@ -160,8 +160,9 @@ def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weig
                      i0, i0 + ni, 1.0, tile, product, acc_same, x_i, s_i, qdist, a2dist,
                      uads, ss)
         if cross:
+            # np.int64(0), not 0: a literal 0 compiles _add_product a second time.
             _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0,
-                         ni, 0, c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
+                         ni, np.int64(0), c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
                          a2dist, uads, ss)
         for b in range(n_rhs):
             out[t, 0, b] = 0.0
@@ -213,7 +214,7 @@ def _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
     i0 = t * rows
     ni = min(rows, n - i0)
     _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
-                 0, n, 1.0, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss)
+                 np.int64(0), n, 1.0, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss)
     for r in range(ni):
         for b in range(n_rhs):
             out[i0 + r, b] = acc[r, b]

@@ -41,6 +41,7 @@ from steindiag.kernels._stein import (  # noqa: F401  (_q_powers, stein_combine:
     MATERN32,
     MATERN52,
     _IMQ_SQRT,
+    _imq_half,
     _q_powers,
     _token_kind,
     block_stein_sum,
@@ -331,6 +332,14 @@ def _tile_pair_sum_overload(
     isotropic, scale_q, kind, params, trace_a, kept,
 ):
     value = _token_kind(kind)
+    if _imq_half(kind):
+        def imq_sqrt(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
+                     isotropic, scale_q, kind, params, trace_a, kept):
+            c2, beta = kernel_constants(kind, params)
+            return _tile_pair_loop(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii,
+                                   ys_jj, limit, isotropic, scale_q, c2, beta, trace_a, kept,
+                                   _IMQ_SQRT)
+        return imq_sqrt
     if value == IMQ:
         def imq(g_q, g_a2, g_ys, g_sy, g_ss, nq_i, nq_j, na2_i, na2_j, ys_ii, ys_jj, limit,
                 isotropic, scale_q, kind, params, trace_a, kept):

@@ -41,6 +41,9 @@ N x N kernel matrix is never stored. Time O(N^2 (d + m)).
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.core.errors import TypingError
+from numba.extending import overload
 
 from steindiag.engine.row_sums import _FAST_SUM
 from steindiag.engine.threads import on_threads
@@ -101,29 +104,65 @@ def _exp_negative(r2, nj, out, bits):
         out[m] *= scale[m]
 
 
-# Not inlined: compiled once and shared by both paths. The parallel functions below keep
-# only their prange loops and call plain per-task functions (see
-# ``engine.row_sums._lower_row_sums_task``): parallel compilation of a large loop body
-# costs seconds, of one call a fraction of a second.
-@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _profile_token(kind, beta):
+    """The profile as the compiled passes take it: a tuple whose Numba type names it.
+
+    RBF ``(0,)``; IMQ ``(0, 0)``; IMQ with beta = -1/2 ``(0.0, 0.0)``. A pass is compiled
+    for the profile it runs, with that profile's loop alone (the general IMQ keeps its
+    run-time branch on beta, so every profile runs the loop it ran before).
+    """
+    if int(kind) == RBF:
+        return (0,)
+    return (0.0, 0.0) if float(beta) == -0.5 else (0, 0)
+
+
 def _profile(r2, nj, kind, c2, beta, f, g, bits):
-    """f[m] = f(r2[m]) and g[m] = 2 f'(r2[m]) for the first nj entries."""
-    if kind == 0:
-        _exp_negative(r2, nj, f, bits)
-        for m in range(nj):
-            g[m] = -2.0 * f[m]
-    elif beta == -0.5:
-        for m in range(nj):
-            inv_q = 1.0 / (c2 + r2[m])
-            value = np.sqrt(inv_q)
-            f[m] = value
-            g[m] = -value * inv_q
-    else:
-        for m in range(nj):
-            q = c2 + r2[m]
-            value = q**beta
-            f[m] = value
-            g[m] = 2.0 * beta * value / q
+    """f[m] = f(r2[m]) and g[m] = 2 f'(r2[m]) for the first nj entries (compiled only).
+
+    ``kind`` is a profile token (``_profile_token``).
+    """
+    raise NotImplementedError("_profile runs in compiled code only.")
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _profile_rbf(r2, nj, f, g, bits):
+    _exp_negative(r2, nj, f, bits)
+    for m in range(nj):
+        g[m] = -2.0 * f[m]
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _profile_imq_half(r2, nj, c2, f, g):
+    for m in range(nj):
+        inv_q = 1.0 / (c2 + r2[m])
+        value = np.sqrt(inv_q)
+        f[m] = value
+        g[m] = -value * inv_q
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _profile_imq(r2, nj, c2, beta, f, g):
+    if beta == -0.5:
+        _profile_imq_half(r2, nj, c2, f, g)
+        return
+    for m in range(nj):
+        q = c2 + r2[m]
+        value = q**beta
+        f[m] = value
+        g[m] = 2.0 * beta * value / q
+
+
+# Not inlined: compiled once per profile and shared by both paths. The pass functions
+# below call plain per-task functions (see ``engine.row_sums._lower_row_sums_task``).
+@overload(_profile)
+def _profile_overload(r2, nj, kind, c2, beta, f, g, bits):
+    if not isinstance(kind, types.UniTuple):
+        raise TypingError(f"_profile: kind must be a profile token, got {kind}.")
+    if kind.count == 1:
+        return lambda r2, nj, kind, c2, beta, f, g, bits: _profile_rbf(r2, nj, f, g, bits)
+    if isinstance(kind.dtype, types.Float):
+        return lambda r2, nj, kind, c2, beta, f, g, bits: _profile_imq_half(r2, nj, c2, f, g)
+    return lambda r2, nj, kind, c2, beta, f, g, bits: _profile_imq(r2, nj, c2, beta, f, g)
 
 
 def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
@@ -134,15 +173,16 @@ def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
     x_t : float64 (d, N), C-contiguous, the points transposed
     values_t : float64 (m, N), C-contiguous, the values transposed
     a : float64 (d,), r2_ij = sum_k a_k (x_ik - x_jk)^2
-    kind : int, 0 (RBF, f(r) = exp(-r)) or 1 (IMQ, f(r) = (c2 + r)^beta)
+    kind : int, 0 (RBF, f(r) = exp(-r)) or 1 (IMQ, f(r) = (c2 + r)^beta); the passes
+        take it as a profile token (``_profile_token``)
     c2, beta : float, IMQ constants (unused for the RBF)
     values_sum : float64 (N, m), output
     grad_sum : float64 (N, d), output
     """
     n = x_t.shape[1]
     n_tasks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
-    on_threads(_fused_tasks, x_t, values_t, a, np.int64(kind), float(c2), float(beta), values_sum,
-               grad_sum, np.int64(n_tasks))
+    on_threads(_fused_tasks, x_t, values_t, a, _profile_token(kind, beta), float(c2), float(beta),
+               values_sum, grad_sum, np.int64(n_tasks))
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
@@ -236,8 +276,8 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
     one thread). Memory per thread: three ``GEMM_TILE``^2 blocks and the row tile's sums.
     """
     n_tiles = (y.shape[0] + GEMM_TILE - 1) // GEMM_TILE
-    on_threads(_gemm_tiles, y, norms, values, np.int64(kind), float(c2), float(beta), bool(fold),
-               values_sum, grad_sum_y, np.int64(n_tiles))
+    on_threads(_gemm_tiles, y, norms, values, _profile_token(kind, beta), float(c2), float(beta),
+               bool(fold), values_sum, grad_sum_y, np.int64(n_tiles))
 
 
 @nb.njit(cache=True, nogil=True)

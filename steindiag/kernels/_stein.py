@@ -21,7 +21,8 @@ type, so every pass is compiled once per kernel (and cached). The dispatchers be
 Numba overloads that read the kind from the token's type when the caller is typed and
 return the code of that kernel only; within the IMQ they branch once per block on
 beta = -1/2 (a square root instead of a ``pow`` call) and run a loop of its own for
-each case. ``stein_value`` and ``base_value`` take the loop's ``variant`` as a literal
+each case. The default IMQ (beta = -1/2) has a token of its own, ``(0.0,)``
+(``kind_token(IMQ, half=True)``), for which they return the square-root loop alone. ``stein_value`` and ``base_value`` take the loop's ``variant`` as a literal
 and likewise compile one formula. So a pass compiles one kernel's loops (two for the
 IMQ), not all of them: the first call in a fresh process compiles several times less.
 
@@ -51,13 +52,25 @@ N_PARAMS = {IMQ: 2, GAUSSIAN: 0, MATERN32: 0, MATERN52: 0}
 _IMQ_SQRT = 100
 
 
-def kind_token(kind):
+def kind_token(kind, half=False):
     """The kernel ``kind`` as the Numba layer takes it: a tuple of kind + 1 zeros.
 
     A tuple's length is part of its Numba type, so each kernel gets its own compiled
     specialisation of every pass, with ``len(token) - 1`` a compile-time constant.
+    ``half=True`` (the IMQ with beta = -1/2, the default kernel): ``(0.0,)``, an IMQ
+    token of another type, for which the dispatchers compile the square-root loop only
+    (the general IMQ token compiles both loops and picks one per block by beta).
     """
+    if half:
+        if int(kind) != IMQ:
+            raise ValueError("kind_token: half=True is the IMQ with beta = -1/2 only.")
+        return (0.0,)
     return (0,) * (int(kind) + 1)
+
+
+def _imq_half(token):
+    """True if the Numba type of a kind token is the IMQ's with beta = -1/2 (``(0.0,)``)."""
+    return isinstance(token, types.UniTuple) and isinstance(token.dtype, types.Float)
 
 _SQRT3 = np.sqrt(3.0)
 _SQRT5 = np.sqrt(5.0)
@@ -229,6 +242,14 @@ def stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a):
 @overload(stein_pair, inline="always")
 def _stein_pair_overload(kind, params, qdist, a2dist, uads, ss, trace_a):
     value = _token_kind(kind)
+    if _imq_half(kind):
+        def imq_sqrt(kind, params, qdist, a2dist, uads, ss, trace_a):
+            c2 = params[0]
+            beta = params[1]
+            c1 = -4.0 * beta * (beta - 1.0)
+            c0 = -2.0 * beta
+            return stein_value(_IMQ_SQRT, qdist, a2dist, uads, ss, c2, beta, trace_a, c1, c0)
+        return imq_sqrt
     if value == IMQ:
         def imq(kind, params, qdist, a2dist, uads, ss, trace_a):
             c2 = params[0]
@@ -274,6 +295,9 @@ def block_stein_sum(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
 @overload(block_stein_sum, inline="always")
 def _block_stein_sum_overload(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
     value = _token_kind(kind)
+    if _imq_half(kind):
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a: _sum_loop(
+            _IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a)
     if value == IMQ:
         def imq(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a):
             if beta == -0.5:
@@ -314,6 +338,9 @@ def block_stein_values(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, fac
 def _block_stein_values_overload(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor,
                                  out):
     value = _token_kind(kind)
+    if _imq_half(kind):
+        return lambda kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out: (
+            _values_loop(_IMQ_SQRT, qdist, a2dist, uads, ss, nj, c2, beta, trace_a, factor, out))
     if value == IMQ:
         def imq(kind, c2, beta, qdist, a2dist, uads, ss, nj, trace_a, factor, out):
             if beta == -0.5:
@@ -354,6 +381,8 @@ def block_base_sum(kind, c2, beta, qdist, nj):
 @overload(block_base_sum, inline="always")
 def _block_base_sum_overload(kind, c2, beta, qdist, nj):
     value = _token_kind(kind)
+    if _imq_half(kind):
+        return lambda kind, c2, beta, qdist, nj: _base_loop(_IMQ_SQRT, qdist, nj, c2, beta)
     if value == IMQ:
         def imq(kind, c2, beta, qdist, nj):
             if beta == -0.5:

@@ -165,6 +165,11 @@ class IMQ(BaseKernel):
         object.__setattr__(self, "c", c)
         object.__setattr__(self, "beta", beta)
 
+    @property
+    def numba_kind(self):
+        """The IMQ's kind token; with beta = -1/2 the one whose passes compile one loop."""
+        return _stein.kind_token(self.kind, half=self.beta == -0.5)
+
     def _numba_params(self):
         return np.array([self.c**2, self.beta])
 

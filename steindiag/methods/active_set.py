@@ -19,12 +19,13 @@ Lawson-Hanson active-set method (1974) runs on G alone:
   factor updated in O(|P|^2) (append) or by Givens rotations (delete), and step back
   to the last feasible point when s has non-positive entries (removing them).
 
-Two representations of K: a factor K ~ F F^T from pivoted Cholesky (``mode`` 1,
-(N, r), 8 N r bytes) when K is numerically of low rank r (one parameter: r ~ 100 at
-any N), else the kernel itself, evaluated on demand from the draws and scores
-(``mode`` 2, O(N d)). A point whose column is numerically in the span of the support
-(Cholesky pivot below ``_DEPENDENT``) is not added: it cannot lower the objective
-further than rounding.
+Two representations of K: a factor K ~ F F^T from pivoted Cholesky (``F`` (N, r),
+8 N r bytes; ``kp`` None) when K is numerically of low rank r (one parameter: r ~ 100
+at any N), else the kernel itself, evaluated on demand from the draws and scores
+(``kp``; ``F`` None; O(N d)). Which one is known from the arguments' types when the
+solver is compiled, so each compiles its own code only (a first call compiles one).
+A point whose column is numerically in the span of the support (Cholesky pivot below
+``_DEPENDENT``) is not added: it cannot lower the objective further than rounding.
 
 Cost: one full pricing (the duals of all N points) is O(N r) (factor) or O(N |P| d)
 kernel evaluations (matrix-free); between full pricings only the ``n_candidates`` most
@@ -35,11 +36,13 @@ the support's Gram matrix, 8 |P|^2 bytes.
 
 import numba as nb
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from steindiag.kernels._stein import stein_pair
 from steindiag.engine.products import _row_block
 
-__all__ = ["lawson_hanson", "pivoted_cholesky", "matrix_free_kernel", "dummy_kernel"]
+__all__ = ["lawson_hanson", "pivoted_cholesky", "matrix_free_kernel"]
 
 # A Cholesky pivot rho^2 <= _DEPENDENT * G_jj means column j is numerically in the
 # span of the support's columns (G = K + 1 1^T has G_jj ~ 2 after scaling).
@@ -52,7 +55,11 @@ _BLOCK_MAX = 64
 _ROW_BLOCK = 256
 
 
-@nb.njit(cache=True, parallel=True)
+# The pricing passes run on one thread: a full pricing is a few percent of the solver's
+# time (measured at d = 3, N = 5000: 0.7 of 8.1 s; doubling it changed nothing measurable
+# at N = 2000 or 8000, d = 2), while parallel=True cost about 2 s of compilation on every
+# first call (Numba links the parallel body into each caller again).
+@nb.njit(cache=True)
 def _price_factor(F, support, z, k, out):
     """out[i] = F[i] . v with v = sum_t z[t] F[support[t]] (K ~ F F^T)."""
     n, r = F.shape
@@ -61,7 +68,7 @@ def _price_factor(F, support, z, k, out):
         row = F[support[t]]
         for m in range(r):
             v[m] += z[t] * row[m]
-    for i in nb.prange(n):
+    for i in range(n):
         total = 0.0
         row = F[i]
         for m in range(r):
@@ -87,19 +94,18 @@ def _pair(X, S, a, isotropic, kind, params, trace_a, i, j):
     return stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a)
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def _price_matrix_free(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, support,
                        z, k, out):
     """out[i] = sum_t z[t] k_p(x_support[t], x_i) / scale, tiled like kernel_rows."""
     n = draws_t.shape[2]
     d = draws_t.shape[1]
     n_chunks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    for chunk in nb.prange(n_chunks):
+    for chunk in range(n_chunks):
         _price_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, support, z,
                      k, out, np.int64(chunk))
 
 
-# The prange body as a plain function: parallel compilation of a large body costs seconds.
 @nb.njit(cache=True)
 def _price_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, support, z, k,
                  out, chunk):
@@ -126,27 +132,44 @@ def _price_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale, 
 
 
 @nb.njit(cache=True)
-def _cross(mode, F, kp, support, k, j, out):
-    """out[t] = K[support[t], j] for t < k."""
-    if mode == 2:
-        draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
-        for t in range(k):
-            out[t] = _pair(X, S, a, isotropic, kind, params, trace_a, support[t], j) / scale
-    else:
-        r = F.shape[1]
-        fj = F[j]
-        for t in range(k):
-            fp = F[support[t]]
-            total = 0.0
-            for m in range(r):
-                total += fp[m] * fj[m]
-            out[t] = total
+def _cross_factor(F, support, k, j, out):
+    """out[t] = K[support[t], j] for t < k, K ~ F F^T."""
+    r = F.shape[1]
+    fj = F[j]
+    for t in range(k):
+        fp = F[support[t]]
+        total = 0.0
+        for m in range(r):
+            total += fp[m] * fj[m]
+        out[t] = total
 
 
 @nb.njit(cache=True)
-def _price_one(mode, F, kp, support, z, k, j, scratch):
+def _cross_matrix_free(kp, support, k, j, out):
+    """out[t] = K[support[t], j] for t < k, kernel values on demand."""
+    draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
+    for t in range(k):
+        out[t] = _pair(X, S, a, isotropic, kind, params, trace_a, support[t], j) / scale
+
+
+def _cross(F, kp, support, k, j, out):
+    """out[t] = K[support[t], j] for t < k (compiled code only)."""
+    raise NotImplementedError("_cross runs in compiled code only.")
+
+
+# The representation is chosen from the arguments' types (``F`` or ``kp`` is None) when
+# the caller is typed: the other representation's code is not compiled.
+@overload(_cross)
+def _cross_overload(F, kp, support, k, j, out):
+    if isinstance(F, types.NoneType):
+        return lambda F, kp, support, k, j, out: _cross_matrix_free(kp, support, k, j, out)
+    return lambda F, kp, support, k, j, out: _cross_factor(F, support, k, j, out)
+
+
+@nb.njit(cache=True)
+def _price_one(F, kp, support, z, k, j, scratch):
     """sum_t z[t] K[support[t], j]."""
-    _cross(mode, F, kp, support, k, j, scratch)
+    _cross(F, kp, support, k, j, scratch)
     total = 0.0
     for t in range(k):
         total += z[t] * scratch[t]
@@ -230,15 +253,41 @@ def _forward_block(L, k, rhs, out):
             acc[c] *= inv
 
 
-@nb.njit(cache=True)
-def _kernel_value(mode, F, kp, i, j):
-    if mode == 2:
-        draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
-        return _pair(X, S, a, isotropic, kind, params, trace_a, i, j) / scale
-    total = 0.0
-    for m in range(F.shape[1]):
-        total += F[i, m] * F[j, m]
-    return total
+def _kernel_value(F, kp, i, j):
+    """K[i, j] (compiled code only)."""
+    raise NotImplementedError("_kernel_value runs in compiled code only.")
+
+
+@overload(_kernel_value)
+def _kernel_value_overload(F, kp, i, j):
+    if isinstance(F, types.NoneType):
+        def matrix_free(F, kp, i, j):
+            draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
+            return _pair(X, S, a, isotropic, kind, params, trace_a, i, j) / scale
+        return matrix_free
+
+    def factor(F, kp, i, j):
+        total = 0.0
+        for m in range(F.shape[1]):
+            total += F[i, m] * F[j, m]
+        return total
+    return factor
+
+
+def _price_all(F, kp, support, z, k, out):
+    """out[i] = sum_t z[t] K[support[t], i] for every point (compiled code only)."""
+    raise NotImplementedError("_price_all runs in compiled code only.")
+
+
+@overload(_price_all)
+def _price_all_overload(F, kp, support, z, k, out):
+    if isinstance(F, types.NoneType):
+        def matrix_free(F, kp, support, z, k, out):
+            draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
+            _price_matrix_free(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale,
+                               support, z, k, out)
+        return matrix_free
+    return lambda F, kp, support, z, k, out: _price_factor(F, support, z, k, out)
 
 
 @nb.njit(cache=True)
@@ -253,17 +302,17 @@ def _remove(L, k, t, support, z, in_support, work, y):
 
 
 @nb.njit(cache=True)
-def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
-                  max_support):
+def lawson_hanson(F, kp, diagonal, tol, floor, max_iter, n_candidates, max_support):
     """Lawson-Hanson on the NNLS form of min w^T K w over the simplex.
 
     Parameters
     ----------
-    mode : int, 1 (factor ``F``, K ~ F F^T) or 2 (matrix-free, kernel values on demand)
-    F : float64 (N, r) or a dummy (1, 1)
-    kp : tuple, the kernel for mode 2: (draws_t, scores_t, a, isotropic, kind, params,
-        trace_a, X, S, scale) as in ``steindiag.engine.products`` plus X, S (N, d) the kernel
-        coordinates row-major and the scale K = K_p / scale (``matrix_free_kernel``)
+    F : float64 (N, r), the factor K ~ F F^T; or None (matrix-free: ``kp``)
+    kp : None (factor ``F``), or the kernel, evaluated on demand: (draws_t, scores_t, a,
+        isotropic, kind, params, trace_a, X, S, scale) as in ``steindiag.engine.products``
+        plus X, S (N, d) the kernel coordinates row-major and the scale K = K_p / scale
+        (``matrix_free_kernel``). Exactly one of ``F`` and ``kp`` is None: the other
+        representation's code is left out when the solver is compiled.
     diagonal : float64 (N,), K_ii (of the representation used)
     tol, floor : stop when every dual r_i <= (tol * f + floor) / 4, f = 1 / sum(u) - 1
         the current objective (2 r_i ~ f - (K w)_i: half the Wolfe gap; the margin of
@@ -310,12 +359,7 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
     while iterations < max_iter:
         # Full pricing (all duals), then candidates = the most violating points.
         if k > 0:
-            if mode == 1:
-                _price_factor(F, support, z, k, priced)
-            else:
-                draws_t, scores_t, a, isotropic, kind, params, trace_a, X, S, scale = kp
-                _price_matrix_free(draws_t, scores_t, a, isotropic, kind, params, trace_a, scale,
-                                   support, z, k, priced)
+            _price_all(F, kp, support, z, k, priced)
             for i in range(n):
                 dual[i] = 1.0 - priced[i] - sum_z
         f = 1.0 / sum_z - 1.0 if sum_z > 0.0 else np.inf
@@ -373,7 +417,7 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
             # Columns of G = K + 1 1^T for the block against the support: one pass over L.
             rhs = np.empty((k, size))
             for b in range(size):
-                _cross(mode, F, kp, support, k, block[b], column)
+                _cross(F, kp, support, k, block[b], column)
                 for t in range(k):
                     rhs[t, b] = column[t] + 1.0
             solved = np.empty((k, size))
@@ -386,7 +430,7 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
                 for m in range(k_old):
                     row[m] = solved[m, b]
                 for a in range(k_old, t):
-                    value = _kernel_value(mode, F, kp, j, support[a]) + 1.0
+                    value = _kernel_value(F, kp, j, support[a]) + 1.0
                     other = L[a]
                     for m in range(a):
                         value -= row[m] * other[m]
@@ -470,7 +514,7 @@ def lawson_hanson(mode, F, kp, diagonal, tol, floor, max_iter, n_candidates,
             for c in range(n_cand):
                 i = candidates[c]
                 if not in_support[i]:
-                    dual[i] = 1.0 - _price_one(mode, F, kp, support, z, k, i, column) - sum_z
+                    dual[i] = 1.0 - _price_one(F, kp, support, z, k, i, column) - sum_z
     return _scatter(support, z, k, n), iterations, converged, max_dual
 
 
@@ -483,17 +527,10 @@ def _scatter(support, z, k, n):
 
 
 def matrix_free_kernel(points, scale):
-    """The ``kp`` tuple of ``lawson_hanson`` for a ``KernelPoints`` (mode 2)."""
+    """The ``kp`` tuple of ``lawson_hanson`` for a ``KernelPoints`` (matrix-free)."""
     X = np.ascontiguousarray(points.draws_t[0].T)
     S = np.ascontiguousarray(points.scores_t[0].T)
     return (*points.constants, X, S, float(scale))
-
-
-def dummy_kernel():
-    """A ``kp`` tuple of the right types for mode 1 (never read)."""
-    tiny = np.zeros((1, 1, 1))
-    return (tiny, tiny, np.ones(1), True, (0,), np.array([1.0, -0.5]), 1.0, np.zeros((1, 1)),
-            np.zeros((1, 1)), 1.0)
 
 
 def pivoted_cholesky(rows, diagonal, max_rank, tol):

@@ -76,6 +76,17 @@ class KSDObjective:
         diagonal = float(sums.diagonal.sum())
         return off / self.pairs, np.sqrt(max(off + diagonal, 0.0)) / self.n
 
+    def value_at_estimate(self, scores):
+        """KSD^2_U and KSD as ``value``, from the symmetric product K_p 1.
+
+        The pass of the standard errors (``row_sum_gradients``): a fit compiles no
+        row-sum pass of its own for its value (the closed form needs none otherwise).
+        """
+        points = KernelPoints(self.x, scores, self.pre, IMQ(c=self.c, beta=self.beta))
+        off = float((points.matvec(np.ones(self.n)) - points.diagonal).sum())
+        diagonal = float(points.diagonal.sum())
+        return off / self.pairs, np.sqrt(max(off + diagonal, 0.0)) / self.n
+
     def stein_sums(self, scores_k):
         """h_i = sum_(j != i) [k(z_i, z_j) s_j + grad_(z_j) k(z_j, z_i)], kernel coords.
 

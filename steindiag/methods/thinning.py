@@ -10,7 +10,6 @@ computed, never the N x N matrix: O(N d) memory. See the Background page of the 
 import numpy as np
 
 from steindiag.engine import products
-from steindiag.engine.local import stein_row_sums
 
 __all__ = ["greedy_select", "laplacian_correction", "prefix_ksd"]
 
@@ -18,6 +17,8 @@ __all__ = ["greedy_select", "laplacian_correction", "prefix_ksd"]
 # Central-difference step for the Laplacian correction, in units of the spread of each
 # kernel coordinate: about eps^(1/3), the step that balances truncation and rounding.
 _FD_STEP = 1e-4
+# Kernel rows of the selected points computed at a time by ``prefix_ksd``.
+_PREFIX_ROWS = 256
 
 
 def laplacian_correction(score_fn, draws_flat, pre, kernel):
@@ -66,12 +67,22 @@ def greedy_select(points, objective, step_penalty, n_points):
     return selected
 
 
-def prefix_ksd(draws, scores, pre, kernel):
-    """KSD (sqrt of the V-statistic) of the first t points, t = 1 .. len(draws).
+def prefix_ksd(points):
+    """KSD (sqrt of the V-statistic) of the first t points, t = 1 .. ``points.n``.
 
-    ``draws`` and ``scores`` are (m, d) in selection order; the same kernel and
-    preconditioner as the selection.
+    ``points`` are the selected points in selection order (``KernelPoints.subset``), with
+    the kernel and preconditioner of the selection. Their kernel rows come from the row
+    pass the selection has compiled already (a first call compiles no pass for this):
+    ``_PREFIX_ROWS`` rows at a time, each over the earlier points only: about m^2 / 2
+    kernel evaluations for m points, O(_PREFIX_ROWS m) memory.
     """
-    sums = stein_row_sums(draws[None], scores[None], kernel=kernel, preconditioner=pre)
-    running = np.cumsum(2.0 * sums.row_all[0] + sums.diagonal[0])
-    return np.sqrt(np.maximum(running, 0.0)) / np.arange(1, draws.shape[0] + 1)
+    m = points.n
+    earlier = np.empty(m)  # sum over j < i of k_p(x_i, x_j)
+    for start in range(0, m, _PREFIX_ROWS):
+        stop = min(start + _PREFIX_ROWS, m)
+        index = np.arange(start, stop)
+        # Columns 0 .. stop - 1 only; row i = start + r keeps its columns j <= start + r - 1.
+        rows = points.subset(np.arange(stop)).rows(index)
+        earlier[index] = np.tril(rows, start - 1).sum(axis=1)
+    running = np.cumsum(2.0 * earlier + points.diagonal)
+    return np.sqrt(np.maximum(running, 0.0)) / np.arange(1, m + 1)

@@ -16,7 +16,6 @@ import numpy as np
 from steindiag.engine import products as _stein_products
 from steindiag.engine.progress import make_progress
 from steindiag.methods.active_set import (
-    dummy_kernel,
     lawson_hanson,
     matrix_free_kernel,
     pivoted_cholesky,
@@ -152,27 +151,25 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX
         out /= scale
         return out
 
-    dummy = np.zeros((1, 1))
-    kernel = dummy_kernel()
     if try_factor:
         factor, residual = pivoted_cholesky(rows, diagonal, min(n, _FACTOR_FIRST_RANK), rank_tol)
     if try_factor and residual.max() <= rank_tol:
         representation = f"pivoted Cholesky factor of rank {factor.shape[1]}"
-        mode, F = 1, factor
+        F, kernel = factor, None
         gram_diagonal = np.einsum("ij,ij->i", F, F)
     else:
         # Kernel values on demand: as fast as a stored K_p (measured at N = 10^4, d = 3:
         # 63 s both), O(N d) memory plus the support's factor.
         representation = "matrix-free K_p"
         factor = None
-        mode, F, gram_diagonal = 2, dummy, diagonal
+        F, gram_diagonal = None, diagonal
         kernel = matrix_free_kernel(points, scale)
     if max_iter is None:
         max_iter = 20 * n + 1000
     limit = _available_memory() if memory_limit is None else memory_limit
     max_support = int(min(n, support_limit, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
     u, iterations, finished, _ = lawson_hanson(
-        mode, F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
+        F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
         _CANDIDATES, max_support,
     )
     del F
@@ -213,7 +210,7 @@ def _simplex_qp(matrix, tol):
     factor = np.ascontiguousarray(vectors * np.sqrt(np.clip(values, 0.0, None)))
     diagonal = np.einsum("ij,ij->i", factor, factor)
     floor = _FLOOR_EPS * np.finfo(np.float64).eps * np.sqrt(size) * float(diagonal.max())
-    u, _, _, _ = lawson_hanson(1, factor, dummy_kernel(), diagonal, float(tol), floor,
+    u, _, _, _ = lawson_hanson(factor, None, diagonal, float(tol), floor,
                                20 * size + 1000, _CANDIDATES, size)
     if not np.any(u > 0):
         return np.full(size, 1.0 / size)
