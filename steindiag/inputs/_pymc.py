@@ -598,12 +598,15 @@ class _ScorePass:
             return "batched", None
         chunk = min(self.chunk_size, max(1, self.n_draws // 8))
         self._batched(min(chunk, self.n_draws))  # first call: allocations, not timed
-        batched = self._timed(self._batched, chunk)
+        # Each way timed twice, the faster kept: a probe of a few milliseconds is easily
+        # hit by another process on a shared machine (a wrong choice can cost 15x).
+        batched = min(self._timed(self._batched, chunk), self._timed(self._batched, chunk))
         if batched < _PER_DRAW_FLOOR_SECONDS:
             chosen = "batched"
         else:
             self._per_draw(self.done + 1)
-            per_draw = self._timed(self._per_draw, _PROBE_DRAWS)
+            per_draw = min(self._timed(self._per_draw, _PROBE_DRAWS),
+                           self._timed(self._per_draw, _PROBE_DRAWS))
             chosen = "per-draw" if per_draw < batched else "batched"
             batched = min(batched, per_draw)
         _COMPILED.setdefault(self.model, {})[
