@@ -325,10 +325,41 @@ def _batched_log_density(model, layout):
 
 
 def _build_per_draw_function(model, layout, mode):
+    """Compile one draw -> [grad log p (d,), log p ()] on the model's value variables.
+
+    PyMC's own gradient graph (``model.dlogp``, the graph ``model.compile_dlogp``
+    compiles, with PyMC's rewrites), log p as a second output; inputs in layout order,
+    each of its value shape. Measured on PyTensor 3.3 with the C backend, the same
+    gradient written as ``pytensor.grad`` of log p at core placeholders ran 1.4-1.5x
+    slower than PyMC's loop on LKJ models (benchmarks/results/scores.md). Models whose
+    graph PyMC cannot differentiate this way (e.g. dims/xtensor models on some PyMC
+    versions) use the core-placeholder graph of the batched function.
+    """
+    try:
+        return _build_per_draw_pymc(model, layout, mode)
+    except (TypeError, ValueError, NotImplementedError, AttributeError, KeyError):
+        return _build_per_draw_core(model, layout, mode)
+
+
+def _build_per_draw_pymc(model, layout, mode):
+    import pymc.pytensorf as pytensorf
+    import pytensor.tensor as pt
+
+    compile_function = getattr(pytensorf, "compile", None) or pytensorf.compile_pymc
+    values = [var.value for var in layout]
+    free = [model.values_to_rvs[value] for value in values]  # dlogp takes the variables
+    scores = pt.cast(model.dlogp(vars=free, jacobian=True), "float64")
+    logp = pt.cast(model.logp(jacobian=True), "float64")
+    function = compile_function(values, [scores, logp], mode=mode, on_unused_input="ignore")
+    function.trust_input = True  # inputs are built by value_inputs: right dtype and shape
+    return function
+
+
+def _build_per_draw_core(model, layout, mode):
     """Compile one draw -> [grad log p (d,), log p ()], on the core graph itself.
 
-    The graph ``model.compile_dlogp`` compiles, on the same core placeholders as the
-    batched function: value variables in layout order, each flattened in C order.
+    The core placeholders of the batched function: value variables in layout order,
+    each flattened in C order.
     """
     import pytensor
     import pytensor.tensor as pt
