@@ -30,7 +30,8 @@ from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import sign_chains
 
 __all__ = ["cross_stein_block", "lag_pair_gaps", "lag_weighted_sums", "Landmarks", "choose_landmarks",
-           "default_n_landmarks", "default_exact_lags", "nystrom_quadratic_forms"]
+           "draw_landmarks", "inverse_root", "landmark_attrs", "default_n_landmarks",
+           "default_exact_lags", "nystrom_quadratic_forms", "backend_map"]
 
 # Draws per inner block of the cross product (per-pair temporaries live in L1).
 _BLOCK = 256
@@ -211,16 +212,7 @@ class Landmarks:
 
     def attrs(self):
         """Attributes that say how the result was computed and reproduce the landmarks."""
-        return {
-            "estimator": "nystrom",
-            "n_landmarks": int(self.index.size),
-            "nystrom_rank": int(self.rank),
-            "landmark_rule": LANDMARK_RULE,
-            "landmark_index": self.index.copy(),
-            "eigenvalue_cutoff": EIGEN_CUTOFF,
-            "n_exact_lags": int(self.n_lags),
-            "exact_lag_rule": EXACT_LAG_RULE,
-        }
+        return landmark_attrs(self.index, self.rank, self.n_lags)
 
     def cross(self, draws_t, scores_t):
         """K_p(L, X), (m, n), for points (1, d, n) in kernel coordinates."""
@@ -252,6 +244,44 @@ class Landmarks:
         return gaps
 
 
+def draw_landmarks(draws, scores, pre, n_landmarks, rng):
+    """The landmark rule (``LANDMARK_RULE``) of both Nyström estimators.
+
+    Returns (flat chain-major indices (m,) int64, their draws and scores (m, d) in
+    kernel coordinates, C-contiguous).
+    """
+    n_chain, n_draw, _ = draws.shape
+    index = np.sort(rng.choice(n_chain * n_draw, size=n_landmarks, replace=False))
+    chain, draw = np.divmod(index, n_draw)
+    draws_k, scores_k = pre.to_kernel_coordinates(draws[chain, draw], scores[chain, draw])
+    return (index.astype(np.int64), np.ascontiguousarray(draws_k),
+            np.ascontiguousarray(scores_k))
+
+
+def inverse_root(gram, what):
+    """U_r Lambda_r^(-1/2) (m, r) of a symmetric PSD ``gram``, over the r eigenvalues above
+    ``EIGEN_CUTOFF`` times the largest (a pseudo-inverse square root)."""
+    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (gram + gram.T))
+    keep = eigenvalues > EIGEN_CUTOFF * max(eigenvalues[-1], 0.0)
+    if not keep.any():
+        raise ValueError(f"nystrom: {what} is zero; use estimator='exact'.")
+    return np.ascontiguousarray(eigenvectors[:, keep] / np.sqrt(eigenvalues[keep]))
+
+
+def landmark_attrs(index, rank, n_lags):
+    """The attributes both Nyström estimators record: landmarks, rank and exact lags."""
+    return {
+        "estimator": "nystrom",
+        "n_landmarks": int(index.size),
+        "nystrom_rank": int(rank),
+        "landmark_rule": LANDMARK_RULE,
+        "landmark_index": index.copy(),
+        "eigenvalue_cutoff": EIGEN_CUTOFF,
+        "n_exact_lags": int(n_lags),
+        "exact_lag_rule": EXACT_LAG_RULE,
+    }
+
+
 def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     """Draw ``n_landmarks`` landmarks with ``rng`` and build the projection (O(m^2 d + m^3)).
 
@@ -263,24 +293,16 @@ def choose_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     n_landmarks : int, 1 <= n_landmarks <= chain * draw
     rng : numpy.random.Generator
     """
-    n_chain, n_draw, d = draws.shape
-    index = np.sort(rng.choice(n_chain * n_draw, size=n_landmarks, replace=False))
-    chain, draw = np.divmod(index, n_draw)
-    draws_k, scores_k = pre.to_kernel_coordinates(draws[chain, draw], scores[chain, draw])
+    index, draws_k, scores_k = draw_landmarks(draws, scores, pre, n_landmarks, rng)
     land = Landmarks(
-        index=index.astype(np.int64), draws_k=np.ascontiguousarray(draws_k),
-        scores_k=np.ascontiguousarray(scores_k), projection=np.empty((0, n_landmarks)),
+        index=index, draws_k=draws_k, scores_k=scores_k, projection=np.empty((0, n_landmarks)),
         a=np.asarray(pre.a, dtype=np.float64), isotropic=bool(pre.isotropic),
         trace_a=float(pre.trace_a), kind=kernel.numba_kind,
         params=np.asarray(kernel.numba_params, dtype=np.float64),
     )
     gram = land.cross(np.ascontiguousarray(draws_k.T[None]), np.ascontiguousarray(scores_k.T[None]))
-    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (gram + gram.T))
-    keep = eigenvalues > EIGEN_CUTOFF * max(eigenvalues[-1], 0.0)
-    if not keep.any():
-        raise ValueError("nystrom: the landmarks' Stein kernel matrix is zero (all scores 0 "
-                         "and a kernel with f'(0) = 0?); use estimator='exact'.")
-    land.projection = np.ascontiguousarray((eigenvectors[:, keep] / np.sqrt(eigenvalues[keep])).T)
+    land.projection = np.ascontiguousarray(inverse_root(
+        gram, "the landmarks' Stein kernel matrix (all scores 0 and a kernel with f'(0) = 0?)").T)
     return land
 
 
@@ -396,7 +418,7 @@ def nystrom_quadratic_forms(draws, scores, pre, land, kind, rng, n_bootstrap, fl
                                     flip[c], n_bootstrap, count)
                    for c, start, stop, seed, count in plan)
     else:
-        results = _backend_blocks(backend, draws, scores, pre, land, _bootstrap_task,
+        results = backend_map(backend, draws, scores, pre, land, _bootstrap_task,
                                   [(c, start, stop, kind, seed, flip[c], n_bootstrap, count)
                                    for c, start, stop, seed, count in plan])
     r = land.rank
@@ -460,7 +482,7 @@ class _Operands:
     draws: np.ndarray
     scores: np.ndarray
     pre: object
-    land: Landmarks
+    land: object  # Landmarks, or engine.nystrom_base.BaseLandmarks
 
 
 def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
@@ -468,7 +490,7 @@ def _bootstrap_task(ops, c, start, stop, kind, seed, flip, n_bootstrap, count):
                            start, stop, kind, seed, flip, n_bootstrap, count)
 
 
-def _backend_blocks(backend, draws, scores, pre, land, task, blocks):
+def backend_map(backend, draws, scores, pre, land, task, blocks):
     """Yield ``task(ops, *block)`` for every block, in order, computed on the workers.
 
     The operands go to every worker once; results come back in submission order

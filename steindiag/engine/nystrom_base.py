@@ -31,8 +31,7 @@ import numpy as np
 
 from steindiag.engine.dask import single_threaded
 from steindiag.engine.nystrom import (
-    EIGEN_CUTOFF, EXACT_LAG_RULE, LANDMARK_RULE, cross_stein_block, default_exact_lags,
-    lag_pair_gaps,
+    backend_map, cross_stein_block, draw_landmarks, inverse_root, lag_pair_gaps, landmark_attrs,
 )
 from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.kernels import _stein
@@ -136,16 +135,9 @@ class BaseLandmarks:
     def attrs(self):
         """Attributes that say how the result was computed and reproduce the landmarks."""
         return {
-            "estimator": "nystrom",
+            **landmark_attrs(self.index, self.rank, self.n_lags),
             "nystrom_features": ("base kernel at the landmarks, one function per landmark "
                                  "and coordinate (m d functions)"),
-            "n_landmarks": int(self.index.size),
-            "nystrom_rank": int(self.rank),
-            "landmark_rule": LANDMARK_RULE,
-            "landmark_index": self.index.copy(),
-            "eigenvalue_cutoff": EIGEN_CUTOFF,
-            "n_exact_lags": int(self.n_lags),
-            "exact_lag_rule": EXACT_LAG_RULE,
             "near_pair_draws_sampled": int(self.n_sampled),
             "near_pair_sample_rule": SAMPLE_RULE,
         }
@@ -233,10 +225,8 @@ def projected_products(v, lag):
 
 def choose_base_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     """Draw ``n_landmarks`` landmarks with ``rng`` (the rule of ``engine.nystrom``) and build H."""
-    n_chain, n_draw, d = draws.shape
-    index = np.sort(rng.choice(n_chain * n_draw, size=n_landmarks, replace=False))
-    chain, draw = np.divmod(index, n_draw)
-    z, z_scores = pre.to_kernel_coordinates(draws[chain, draw], scores[chain, draw])
+    d = draws.shape[2]
+    index, z, z_scores = draw_landmarks(draws, scores, pre, n_landmarks, rng)
     a_stein = np.asarray(pre.a, dtype=np.float64)
     a = np.broadcast_to(a_stein, (d,)).astype(np.float64) if pre.isotropic else a_stein.copy()
     z_root = z * np.sqrt(a)
@@ -244,13 +234,10 @@ def choose_base_landmarks(draws, scores, pre, kernel, n_landmarks, rng):
     z_root = np.ascontiguousarray(z_root - center)
     u = z_root[:, None, :] - z_root[None, :, :]
     gram, _ = _profile(kernel.numba_kind, kernel.numba_params, np.einsum("ijk,ijk->ij", u, u))
-    eigenvalues, eigenvectors = np.linalg.eigh(0.5 * (gram + gram.T))
-    keep = eigenvalues > EIGEN_CUTOFF * max(eigenvalues[-1], 0.0)
-    h = np.ascontiguousarray(eigenvectors[:, keep] / np.sqrt(eigenvalues[keep]))
+    h = inverse_root(gram, "the landmarks' base kernel matrix")
     z_a = np.ascontiguousarray(z * a)
     return BaseLandmarks(
-        index=index.astype(np.int64), z=np.ascontiguousarray(z),
-        z_scores=np.ascontiguousarray(z_scores), z_root=z_root, center=center,
+        index=index, z=z, z_scores=z_scores, z_root=z_root, center=center,
         z_sq=np.einsum("mk,mk->m", z_root, z_root), z_a=z_a, h=h,
         w=(h @ h.T) * (z_a @ z_a.T), a=a, a_stein=a_stein, isotropic=bool(pre.isotropic),
         trace_a=float(pre.trace_a), kind=kernel.numba_kind,
@@ -421,8 +408,8 @@ def base_cumulative_sums(draws, scores, pre, land, rng, path=True, backend=None)
         block_results = (_pass_block(land, pre, draws, scores, *block) for block in blocks)
         window_results = (_window_task(land, pre, draws, scores, *window) for window in windows)
     else:
-        block_results = _backend_map(backend, draws, scores, pre, land, _block_task, blocks)
-        window_results = _backend_map(backend, draws, scores, pre, land, _window_remote,
+        block_results = backend_map(backend, draws, scores, pre, land, _block_task, blocks)
+        window_results = backend_map(backend, draws, scores, pre, land, _window_remote,
                                       windows)
     # Chains are finished in order (the plan is chain-major): each chain's |H^T B_c|^2 is
     # taken when its last block is in, so only the pooled B and one group's are held.
@@ -486,8 +473,7 @@ def _path_sums(draws, scores, pre, land):
         diag[:, t0:t1], near = _exact_near(land, x, s, n_prefix)
         correction[:, t0:t1] = near - _projected_near(land, v, n_prefix)
         v = {key: value[:, n_prefix:] for key, value in v.items()}
-        norm_chain[:, t0:t1] = _running_norms(v, state_chain, pooled=False)
-        norm_pooled[t0:t1] = _running_norms(v, state_pooled, pooled=True)[0]
+        norm_chain[:, t0:t1], norm_pooled[t0:t1] = _running_norms(v, (state_chain, state_pooled))
     # Pairs of two landmarks enter the curves at the later of their two draws.
     gaps, chain, draw = landmark_pair_gaps(land, n_draw)
     later = np.maximum(draw[:, None], draw[None])
@@ -503,48 +489,44 @@ def _path_sums(draws, scores, pre, land):
     return per_chain, pooled, diag_chain, diag_chain.sum(axis=0)
 
 
-def _running_norms(v, state, pooled):
-    """|H^T B(t)|^2 after each draw t of the block, (chain, n) (``pooled``: (1, n), the
-    chains' increments at each draw summed); ``state`` carried from block to block."""
-    hp, c0, v0, wc0 = state
-
-    def increments(values):
-        return values.sum(axis=0, keepdims=True) if pooled else values
-
-    c = np.cumsum(increments(v["g"]), axis=1) + c0[:, None]
-    u = np.cumsum(increments(v["p"] * v["zs"] + 2.0 * v["q"] * v["zx"]), axis=1) + v0[:, None]
-    wc = np.cumsum(increments(v["wg"]), axis=1) + wc0[:, None]
-    out = -4.0 * np.einsum("cnm,cnm->cn", c, u) + 4.0 * np.einsum("cnm,cnm->cn", c, wc)
-    n_sets, r, d = hp.shape
+def _running_norms(v, states):
+    """|H^T B(t)|^2 after each draw t of the block: per chain (chain, n) and pooled (n,)
+    (the chains' increments at each draw summed). ``states`` = (per chain, pooled), each
+    carried from block to block; every increment is built once for both."""
     n_chain, n = v["alpha"].shape[:2]
-    rows = max(1, _PATH_BYTES // (8 * r * d * max(n_sets, n_chain if pooled else 1)))
+    r, d = states[0][0].shape[1:]
+
+    def both(values):
+        return values, values.sum(axis=0, keepdims=True)
+
+    norms = []
+    for (hp, c0, v0, wc0), c, u, wc in zip(
+            states, *(both(part) for part in (v["g"], v["p"] * v["zs"] + 2.0 * v["q"] * v["zx"],
+                                              v["wg"]))):
+        c = np.cumsum(c, axis=1) + c0[:, None]
+        u = np.cumsum(u, axis=1) + v0[:, None]
+        wc = np.cumsum(wc, axis=1) + wc0[:, None]
+        norms.append(-4.0 * np.einsum("cnm,cnm->cn", c, u)
+                     + 4.0 * np.einsum("cnm,cnm->cn", c, wc))
+        c0[...], v0[...], wc0[...] = c[:, -1], u[:, -1], wc[:, -1]
+    rows = max(1, _PATH_BYTES // (8 * r * d * n_chain))
     for p0 in range(0, n, rows):
         p1 = min(n, p0 + rows)
         part = (slice(None), slice(p0, p1))
         # The rank-2 increments alpha s^T + 2 gamma x_a^T of H^T P.
         step = np.einsum("cnr,cnd->cnrd", v["alpha"][part], v["s"][part])
         step += 2.0 * np.einsum("cnr,cnd->cnrd", v["gamma"][part], v["x_a"][part])
-        running = np.cumsum(increments(step), axis=1)
-        running += hp[:, None]
-        out[:, p0:p1] += np.einsum("cnrd,cnrd->cn", running, running)
-        hp[...] = running[:, -1]
-    c0[...], v0[...], wc0[...] = c[:, -1], u[:, -1], wc[:, -1]
-    return out
+        for (hp, *_), out, increments in zip(states, norms, both(step)):
+            running = np.cumsum(increments, axis=1)
+            running += hp[:, None]
+            out[:, p0:p1] += np.einsum("cnrd,cnrd->cn", running, running)
+            hp[...] = running[:, -1]
+    return norms[0], norms[1][0]
 
 
 # ---------------------------------------------------------------------------------------
 # dask.distributed: blocks and windows as tasks (``steindiag.engine.dask.DaskBackend``).
 # ---------------------------------------------------------------------------------------
-
-@dataclass(kw_only=True)
-class _Operands:
-    """Scattered once to every worker: the draws, scores, preconditioner and landmarks."""
-
-    draws: np.ndarray
-    scores: np.ndarray
-    pre: object
-    land: BaseLandmarks
-
 
 def _block_task(ops, c0, c1, t0, t1):
     return single_threaded(_pass_block, ops.land, ops.pre, ops.draws, ops.scores, c0, c1, t0, t1)
@@ -552,16 +534,3 @@ def _block_task(ops, c0, c1, t0, t1):
 
 def _window_remote(ops, c0, c1, w0, w1):
     return single_threaded(_window_task, ops.land, ops.pre, ops.draws, ops.scores, c0, c1, w0, w1)
-
-
-def _backend_map(backend, draws, scores, pre, land, task, items):
-    """Yield ``task(ops, *item)`` for every item, in order, computed on the workers."""
-    ops_future = backend.client.scatter(_Operands(draws=draws, scores=scores, pre=pre, land=land),
-                                        broadcast=True, hash=False)
-    futures = [backend.client.submit(task, ops_future, *item, pure=False) for item in items]
-    try:
-        for future in futures:
-            yield future.result()
-    finally:
-        backend.client.cancel(futures)
-        ops_future.release()
