@@ -33,6 +33,7 @@ from steindiag.engine import local as _engine
 from steindiag.engine import row_sums as _kernels
 from steindiag.engine.multi_products import stein_quadratic_forms
 from steindiag.engine.progress import make_progress
+from steindiag.engine.threads import single_threaded_blas
 
 __all__ = ["DaskBackend"]
 
@@ -176,7 +177,6 @@ def _needs_launch_lock():
 def single_threaded(function, *args):
     """On a worker: ``function(*args)`` with Numba and BLAS limited to the task's thread."""
     import numba
-    from threadpoolctl import threadpool_limits
 
     previous = numba.get_num_threads()
     lock = _LAUNCH_LOCK if _needs_launch_lock() else None
@@ -184,7 +184,7 @@ def single_threaded(function, *args):
         lock.acquire()
     try:
         numba.set_num_threads(1)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             return function(*args)
     finally:
         numba.set_num_threads(previous)

@@ -11,12 +11,8 @@ quadratic forms can run as tasks on a dask cluster. K_p is never stored.
 
 import numpy as np
 
-# Load SciPy's BLAS (what Numba's np.dot calls) before threadpool_limits, which only limits
-# libraries already loaded.
-import scipy.linalg.cython_blas  # noqa: F401
-from threadpoolctl import threadpool_limits
-
 from steindiag.engine.multi_products import QUADRATIC_TILE_ROWS, stein_matmat, stein_quadratic_forms
+from steindiag.engine.threads import single_threaded_blas
 
 __all__ = ["quadratic_forms", "row_tiles", "stein_matrix_product"]
 
@@ -64,7 +60,7 @@ def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, back
                                            pooled)
     else:
         out = np.empty((starts.shape[0], 2, weights.shape[1]))
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             stein_quadratic_forms(draws_t, scores_t, preconditioner.a,
                                   preconditioner.isotropic, kernel.numba_kind,
                                   kernel.numba_params,
@@ -88,7 +84,7 @@ def stein_matrix_product(points, scores, preconditioner, kernel, weights):
     scores_t = np.ascontiguousarray(scores_k.T[None, :, :])
     weights = np.ascontiguousarray(weights, dtype=np.float64)
     out = np.empty(weights.shape)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         stein_matmat(draws_t, scores_t, preconditioner.a, preconditioner.isotropic,
                      kernel.numba_kind, kernel.numba_params, preconditioner.trace_a, weights,
                      out)

@@ -21,14 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Load SciPy's BLAS (what Numba's np.dot calls) before any threadpool_limits: threadpoolctl
-# only limits libraries already loaded when the limit is set.
-import scipy.linalg.cython_blas  # noqa: F401
-from threadpoolctl import threadpool_limits
-
 from steindiag.engine import row_sums as _kernels
 from steindiag.kernels.preconditioner import Preconditioner
 from steindiag.engine.progress import make_progress
+from steindiag.engine.threads import single_threaded_blas
 from steindiag.kernels import BaseKernel
 
 __all__ = ["SteinSums", "stein_row_sums", "METHODS"]
@@ -230,7 +226,7 @@ def _row_sums_gemm(draws, scores, pre, kernel, progress=None, tile_rows=None):
         rows = n_chain * min(tile_index * tile, n_draw)
         return rows * (rows - 1) // 2
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         _run_in_chunks(compute_rows, n_tiles, pairs_before, pairs_before(n_tiles), d,
                        progress, min_units=_MIN_CHUNK_TILES)
     return row_same[:, :n_draw], row_all[:, :n_draw]

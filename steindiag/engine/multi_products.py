@@ -42,7 +42,7 @@ _COLUMN_CHUNK = 512
 _ROWS_PER_TASK = 8
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _fill_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, i0, ni, j0, nj, factor,
                tile, x_i, s_i, qdist, a2dist, uads, ss):
     """tile[r * nj + m] = factor * k_p(x_(i0 + r), x_(j0 + m)): a C-ordered (ni, nj) block."""
@@ -62,7 +62,7 @@ def _fill_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, i0, ni, j
                                factor, tile[start : start + nb_])
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
                  col_lo, col_hi, factor, tile, product, acc, x_i, s_i, qdist, a2dist, uads, ss):
     """acc[:ni] += factor * K_p[i0 : i0 + ni, col_lo : col_hi] @ weights[col_lo : col_hi]."""
@@ -116,7 +116,7 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a
                out, rows, np.int64(n_tasks))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _quadratic_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
                      tile_stop, tile_chain_start, cross, out, rows, n_tasks, first, step):
     """Tasks first, first + step, ... of ``stein_quadratic_forms`` (see ``engine.threads``)."""
@@ -125,7 +125,7 @@ def _quadratic_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, wei
                         tile_start, tile_stop, tile_chain_start, cross, out, rows, task)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
                     tile_stop, tile_chain_start, cross, out, rows, task):
     """Row tiles ``task`` and ``n_tiles - 1 - task`` of ``stein_quadratic_forms``."""
@@ -187,7 +187,7 @@ def stein_matmat(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
                float(trace_a), weights, out, np.int64(n_tiles))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _matmat_tiles(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, n_tiles,
                   first, step):
     """Row tiles first, first + step, ... of ``stein_matmat`` (see ``engine.threads``)."""
@@ -195,7 +195,7 @@ def _matmat_tiles(draws_t, scores_t, a, isotropic, kind, params, trace_a, weight
         _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, t)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out, t):
     """Row tile ``t`` of ``stein_matmat``."""
     n = draws_t.shape[2]
@@ -224,15 +224,18 @@ def _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
 def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, kind, params):
     """sum over j = j0 .. j0 + nj - 1 of f((x_i - x_j)^T A (x_i - x_j))."""
     d = draws_t.shape[1]
-    for m in range(nj):
-        qdist[m] = 0.0
     for k in range(d):
         xk = x_i[k]
         ak = a[0] if isotropic else a[k]
         xs = draws_t[0, k, j0 : j0 + nj]
-        for m in range(nj):
-            u = xk - xs[m]
-            qdist[m] += ak * u * u
+        if k == 0:  # the first coordinate writes, the others add (no zeroing pass)
+            for m in range(nj):
+                u = xk - xs[m]
+                qdist[m] = ak * u * u
+        else:
+            for m in range(nj):
+                u = xk - xs[m]
+                qdist[m] += ak * u * u
     c2, beta = kernel_constants(kind, params)
     return block_base_sum(kind, c2, beta, qdist, nj)
 

@@ -37,7 +37,7 @@ __all__ = ["cross_stein_block", "lag_pair_gaps", "lag_weighted_sums", "Landmarks
 _BLOCK = 256
 
 
-@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, parallel=True, fastmath=_FAST_SUM, error_model="numpy")
 def cross_stein_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, land_x, land_s,
                       out):
     """out[r, j] = k_p(L_r, x_j): landmarks (m, d) against points (1, d, n), kernel coordinates.
@@ -68,7 +68,7 @@ def cross_stein_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, la
                                out[r, j0 : j0 + nj])
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def lag_pair_gaps(draws_k, scores_k, features_t, a, isotropic, kind, params, trace_a, n_prefix,
                   out):
     """out[t - n_prefix, l - 1] = k_p(x_(t-l), x_t) - phi(x_(t-l)).phi(x_t), l = 1..L.
@@ -106,7 +106,7 @@ def lag_pair_gaps(draws_k, scores_k, features_t, a, isotropic, kind, params, tra
                 stein_pair(kind, params, qdist, a2dist, uads, ss, trace_a) - approx)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def lag_weighted_sums(gaps, weights, out):
     """out[b] += 2 sum_(t >= l) gaps[t, l - 1] weights[t, b] weights[t - l, b]: O(n L B).
 

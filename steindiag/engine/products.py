@@ -95,7 +95,7 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
         out += scatter[part]
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _matvec_parts(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
                   scatter, n_tasks, n_blocks, first, step):
     """Parts first, first + step, ... of ``kernel_matvec`` (see ``engine.threads``)."""
@@ -104,7 +104,7 @@ def _matvec_parts(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
                      out, scatter, n_tasks, n_blocks, part)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
                  scatter, n_tasks, n_blocks, part):
     """Part ``part`` of ``kernel_matvec``: its rows into ``out``, its scatter into ``scatter[part]``."""
@@ -149,7 +149,7 @@ def kernel_rows(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, o
                index, out, np.int64(n_chunks))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _rows_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, n_chunks,
                  first, step):
     """Chunks first, first + step, ... of ``kernel_rows`` (see ``engine.threads``)."""
@@ -157,7 +157,7 @@ def _rows_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, 
         _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _rows_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, out, chunk):
     """Columns ``chunk * _BLOCK ...`` of ``kernel_rows``."""
     n = draws_t.shape[2]
@@ -194,7 +194,7 @@ def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
                float(trace_a), index, values, column, out, np.int64(n_chunks))
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _columns_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
                     out, n_chunks, first, step):
     """Chunks first, first + step, ... of ``kernel_columns`` (see ``engine.threads``)."""
@@ -203,7 +203,7 @@ def _columns_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, inde
                        column, out, chunk)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
                    out, chunk):
     """Rows ``chunk * _BLOCK ...`` of ``kernel_columns``."""
@@ -241,7 +241,7 @@ def kernel_matrix(draws_t, scores_t, a, isotropic, kind, params, trace_a, out):
     on_threads(_mirror_rows, out)
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def _mirror_rows(out, first, step):
     """out[j, i] = out[i, j] for j < i, rows i = first, first + step, ..."""
     for i in range(first, out.shape[0], step):
@@ -249,7 +249,7 @@ def _mirror_rows(out, first, step):
             out[j, i] = out[i, j]
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _matrix_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, n_tasks,
                   first, step):
     """Tasks first, first + step, ... of ``kernel_matrix`` (see ``engine.threads``)."""
@@ -257,7 +257,7 @@ def _matrix_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n
         _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task):
     """Row blocks ``task`` and ``n_blocks - 1 - task`` of ``kernel_matrix`` (lower triangle)."""
     n = draws_t.shape[2]
@@ -329,7 +329,7 @@ def _make_frank_wolfe(parallel):
     keeps the two versions apart.
     """
 
-    @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM)
+    @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM, error_model="numpy")
     def frank_wolfe(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, gradient, tol,
                     floor, max_iter):
         # Reading ``parallel`` makes it a closure variable, whose value is part of Numba's
@@ -415,7 +415,7 @@ _frank_wolfe_serial = _make_frank_wolfe(False)
 _frank_wolfe_parallel = _make_frank_wolfe(True)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _fw_row_v(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, gradient, v, g_v,
               k_vv, row_v, scratch, point, chunk_best, chunk_arg, chunk):
     """Pass 1 of a Frank-Wolfe step on one chunk: row v and the chunk's best partner s."""
@@ -449,7 +449,7 @@ def _fw_row_v(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, 
     chunk_arg[chunk] = arg
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
 def _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, gradient, s, gamma,
               row_v, scratch, point, chunk_max, chunk_argmax, chunk_min, chunk_f, chunk):
     """Pass 2 of a Frank-Wolfe step on one chunk: row s, the gradient update, the chunk's
@@ -512,7 +512,7 @@ def _make_greedy(parallel):
     """The loop of ``greedy_thinning``, with or without ``parallel=True`` (as
     ``_make_frank_wolfe``; ``threads_for`` runs it on one thread below ``PARALLEL_MIN_N``)."""
 
-    @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM)
+    @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM, error_model="numpy")
     def greedy(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
                n_points, selected):
         # Reading ``parallel`` makes it a closure variable, whose value is part of Numba's
@@ -522,6 +522,9 @@ def _make_greedy(parallel):
         n_chunks = (n + _BLOCK - 1) // _BLOCK
         chunk_min = np.empty(n_chunks)
         chunk_arg = np.empty(n_chunks, dtype=np.int64)
+        # One part per thread, each with its scratch allocated once a step (a call per
+        # chunk allocated seven arrays and paid their reference counts 80 times a step).
+        n_parts = min(n_chunks, nb.get_num_threads()) if parallel else 1
         best = objective[0]
         arg = np.int64(0)
         for j in range(1, n):
@@ -532,9 +535,10 @@ def _make_greedy(parallel):
             selected[t] = arg
             if t == n_points - 1:
                 break
-            for chunk in nb.prange(n_chunks):
-                _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
-                              step_penalty, arg, chunk_min, chunk_arg, np.int64(chunk))
+            for part in nb.prange(n_parts):
+                _greedy_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
+                             step_penalty, arg, chunk_min, chunk_arg, np.int64(part),
+                             np.int64(n_parts))
             best = np.inf
             arg = -1
             for chunk in range(n_chunks):
@@ -552,10 +556,11 @@ _greedy_serial = _make_greedy(False)
 _greedy_parallel = _make_greedy(True)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM)
-def _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
-                  arg, chunk_min, chunk_arg, chunk):
-    """One chunk of a greedy-thinning step: the objective update and the chunk's minimum."""
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy")
+def _greedy_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
+                 arg, chunk_min, chunk_arg, part, n_parts):
+    """Chunks part, part + n_parts, ... of a greedy-thinning step: the objective update and
+    each chunk's minimum."""
     n = draws_t.shape[2]
     d = draws_t.shape[1]
     qdist = np.empty(_BLOCK)
@@ -565,21 +570,22 @@ def _greedy_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, object
     row = np.empty(_BLOCK)
     x_i = np.empty(d)
     s_i = np.empty(d)
-    j0 = chunk * _BLOCK
-    nj = min(_BLOCK, n - j0)
-    _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, arg, j0, nj,
-               x_i, s_i, qdist, a2dist, uads, ss, row)
-    local_min = np.inf
-    local_arg = -1
-    for m in range(nj):
-        j = j0 + m
-        value = objective[j] + 2.0 * row[m] + step_penalty[j]
-        objective[j] = value
-        if value < local_min:
-            local_min = value
-            local_arg = j
-    chunk_min[chunk] = local_min
-    chunk_arg[chunk] = local_arg
+    for chunk in range(part, chunk_min.shape[0], n_parts):
+        j0 = chunk * _BLOCK
+        nj = min(_BLOCK, n - j0)
+        _row_block(draws_t, scores_t, a, isotropic, kind, params, trace_a, arg, j0, nj,
+                   x_i, s_i, qdist, a2dist, uads, ss, row)
+        local_min = np.inf
+        local_arg = -1
+        for m in range(nj):
+            j = j0 + m
+            value = objective[j] + 2.0 * row[m] + step_penalty[j]
+            objective[j] = value
+            if value < local_min:
+                local_min = value
+                local_arg = j
+        chunk_min[chunk] = local_min
+        chunk_arg[chunk] = local_arg
 
 
 class KernelPoints:

@@ -73,34 +73,54 @@ def stein_kernel_diagonal(scores_sq, kind, params, trace_a):
     return -2.0 * df0 * trace_a + f0 * scores_sq
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _accumulate_block(
     draws_t, scores_t, a, isotropic, chain_j, j0, nj, x_i, s_i, qdist, a2dist, uads, ss
 ):
-    """Fill the four per-pair quantities between draw i and draws j0..j0+nj of chain_j."""
+    """Fill the four per-pair quantities between draw i and draws j0..j0+nj of chain_j.
+
+    d >= 1. The first coordinate writes the sums and the others add to them, so there is
+    no zeroing pass (at d = 2 that pass and the separate isotropic scaling cost 25 % of
+    the row-sum pass).
+    """
     d = draws_t.shape[1]
-    for m in range(nj):
-        qdist[m] = 0.0
-        a2dist[m] = 0.0
-        uads[m] = 0.0
-        ss[m] = 0.0
     if isotropic:
-        # A = a I: accumulate |u|^2 and u.(s_i - s_j), scale afterwards (8 flops per dim).
+        # A = a I: accumulate |u|^2 and u.(s_i - s_j) (8 flops per dim); the last
+        # coordinate scales by a.
+        a0 = a[0]
         for k in range(d):
             xk = x_i[k]
             sk = s_i[k]
             xs = draws_t[chain_j, k, j0 : j0 + nj]
             ssj = scores_t[chain_j, k, j0 : j0 + nj]
-            for m in range(nj):
-                u = xk - xs[m]
-                qdist[m] += u * u
-                uads[m] += u * (sk - ssj[m])
-                ss[m] += sk * ssj[m]
-        a0 = a[0]
-        for m in range(nj):
-            a2dist[m] = a0 * a0 * qdist[m]
-            qdist[m] = a0 * qdist[m]
-            uads[m] = a0 * uads[m]
+            if k == 0 and d == 1:
+                for m in range(nj):
+                    u = xk - xs[m]
+                    q = u * u
+                    qdist[m] = a0 * q
+                    a2dist[m] = a0 * a0 * q
+                    uads[m] = a0 * (u * (sk - ssj[m]))
+                    ss[m] = sk * ssj[m]
+            elif k == 0:
+                for m in range(nj):
+                    u = xk - xs[m]
+                    qdist[m] = u * u
+                    uads[m] = u * (sk - ssj[m])
+                    ss[m] = sk * ssj[m]
+            elif k < d - 1:
+                for m in range(nj):
+                    u = xk - xs[m]
+                    qdist[m] += u * u
+                    uads[m] += u * (sk - ssj[m])
+                    ss[m] += sk * ssj[m]
+            else:
+                for m in range(nj):
+                    u = xk - xs[m]
+                    q = qdist[m] + u * u
+                    qdist[m] = a0 * q
+                    a2dist[m] = a0 * a0 * q
+                    uads[m] = a0 * (uads[m] + u * (sk - ssj[m]))
+                    ss[m] += sk * ssj[m]
     else:
         for k in range(d):
             xk = x_i[k]
@@ -108,12 +128,22 @@ def _accumulate_block(
             ak = a[k]
             xs = draws_t[chain_j, k, j0 : j0 + nj]
             ssj = scores_t[chain_j, k, j0 : j0 + nj]
-            for m in range(nj):
-                au = ak * (xk - xs[m])
-                qdist[m] += au * (xk - xs[m])
-                a2dist[m] += au * au
-                uads[m] += au * (sk - ssj[m])
-                ss[m] += sk * ssj[m]
+            if k == 0:
+                for m in range(nj):
+                    u = xk - xs[m]
+                    au = ak * u
+                    qdist[m] = au * u
+                    a2dist[m] = au * au
+                    uads[m] = au * (sk - ssj[m])
+                    ss[m] = sk * ssj[m]
+            else:
+                for m in range(nj):
+                    u = xk - xs[m]
+                    au = ak * u
+                    qdist[m] += au * u
+                    a2dist[m] += au * au
+                    uads[m] += au * (sk - ssj[m])
+                    ss[m] += sk * ssj[m]
 
 
 def lower_row_sums(

@@ -46,7 +46,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload
 
 from steindiag.engine.row_sums import _FAST_SUM
-from steindiag.engine.threads import on_threads
+from steindiag.engine.threads import on_threads, single_threaded_blas
 
 __all__ = ["kernel_vector_sums", "pairwise_squared_distances", "vector_sums_fused",
            "vector_sums_gemm", "RBF", "IMQ",
@@ -280,7 +280,7 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
                bool(fold), values_sum, grad_sum_y, np.int64(n_tiles))
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def _gemm_tiles(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, n_tiles, first,
                 step):
     """Row tiles first, first + step, ... of ``vector_sums_gemm`` (see ``engine.threads``)."""
@@ -288,7 +288,7 @@ def _gemm_tiles(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, 
         _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_i)
 
 
-@nb.njit(cache=True, inline="always")
+@nb.njit(cache=True, inline="always", error_model="numpy")
 def _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_i):
     """Row tile ``tile_i`` of ``vector_sums_gemm``."""
     n, d = y.shape
@@ -354,14 +354,14 @@ def pairwise_squared_distances(x_t, out):
     on_threads(_distance_rows, x_t, out)
 
 
-@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM)
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _distance_rows(x_t, out, first, step):
     """Rows first, first + step, ... of ``pairwise_squared_distances``."""
     for i in range(first, x_t.shape[1] - 1, step):
         _distance_row(x_t, out, i)
 
 
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always")
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _distance_row(x_t, out, i):
     """Row ``i`` of ``pairwise_squared_distances``."""
     d, m_points = x_t.shape
@@ -405,8 +405,6 @@ def kernel_vector_sums(x, values, a, *, kind, c2=1.0, beta=-0.5, method="auto",
     -------
     (values_sum, grad_sum), or their sum if ``combine``.
     """
-    from threadpoolctl import threadpool_limits
-
     x = np.ascontiguousarray(x, dtype=np.float64)
     values = np.ascontiguousarray(values, dtype=np.float64)
     a = np.ascontiguousarray(np.broadcast_to(a, (x.shape[1],)), dtype=np.float64)
@@ -427,7 +425,7 @@ def kernel_vector_sums(x, values, a, *, kind, c2=1.0, beta=-0.5, method="auto",
         fold = bool(combine and kind == RBF)
         if fold:
             values = np.ascontiguousarray(values - 2.0 * sqrt_a * y)
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             vector_sums_gemm(y, norms, values, int(kind), float(c2), float(beta), fold,
                              values_sum, grad_sum)
         grad_sum *= sqrt_a

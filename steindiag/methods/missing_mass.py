@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, special, stats
-from threadpoolctl import threadpool_limits
 
 from steindiag._validate import check_rng
 from steindiag.engine.forms import quadratic_forms
+from steindiag.engine.threads import single_threaded_blas
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
 
@@ -305,7 +305,7 @@ def _maximise(counted, start, max_iterations):
         return -value, -gradient
 
     # One BLAS thread: L-BFGS-B's small dense products only lose time to thread start-up.
-    with np.errstate(all="ignore"), threadpool_limits(limits=1, user_api="blas"):
+    with np.errstate(all="ignore"), single_threaded_blas():
         result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B",
                                    options={"maxiter": max_iterations})
     if not np.isfinite(result.fun) or not np.all(np.isfinite(result.x)):
