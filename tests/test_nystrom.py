@@ -117,6 +117,17 @@ def chain_sums(K, n_chain, n):
     return per_chain, K[np.ix_(keep, keep)].sum()
 
 
+def assert_path_matches(path, K, n_chain, prefixes):
+    """ksd_path at each prefix length n against the dense matrix K on the first n draws of
+    each chain (pooled: of every chain). A lag pair (t - l, t) belongs to every prefix
+    that contains draw t."""
+    for n in prefixes:
+        per_chain, pooled = chain_sums(K, n_chain, n)
+        np.testing.assert_allclose(path["ksd"].sel(n=n), np.sqrt(per_chain) / n, rtol=1e-9)
+        np.testing.assert_allclose(path["ksd_pooled"].sel(n=n),
+                                   np.sqrt(pooled) / (n_chain * n), rtol=1e-9)
+
+
 # -- the estimator is the Nyström formula ---------------------------------------------
 
 
@@ -150,13 +161,8 @@ def test_ar1_path_matches_corrected_reference(rho):
     n_lags = path.attrs["n_exact_lags"]
     K_tilde = corrected_matrix(x.reshape(-1, 2), 2, path.attrs["landmark_index"],
                                path.attrs["eigenvalue_cutoff"], n_lags)
-    for n in (1, 2, n_lags, n_lags + 3, 70):
-        per_chain, pooled = chain_sums(K_tilde, 2, n)
-        # Truth: the dense corrected matrix on the first n draws (a lag pair (t - l, t)
-        # belongs to every prefix that contains draw t).
-        np.testing.assert_allclose(path["ksd"].sel(n=n), np.sqrt(per_chain) / n, rtol=1e-9)
-        np.testing.assert_allclose(path["ksd_pooled"].sel(n=n), np.sqrt(pooled) / (2 * n),
-                                   rtol=1e-9)
+    # Truth: the dense corrected matrix on the first n draws.
+    assert_path_matches(path, K_tilde, 2, (1, 2, n_lags, n_lags + 3, 70))
 
 
 def test_exact_lags_follow_the_autocorrelation_time():
@@ -186,11 +192,8 @@ def test_many_short_chains_match_the_reference():
                               n_landmarks=30, rng=15)
     K_tilde = corrected_matrix(x.reshape(-1, 2), 40, res.attrs["landmark_index"],
                                res.attrs["eigenvalue_cutoff"], res.attrs["n_exact_lags"])
-    for n in (1, 3, 8):
-        per_chain, pooled = chain_sums(K_tilde, 40, n)
-        np.testing.assert_allclose(path["ksd"].sel(n=n), np.sqrt(per_chain) / n, rtol=1e-9)
-        np.testing.assert_allclose(path["ksd_pooled"].sel(n=n), np.sqrt(pooled) / (40 * n),
-                                   rtol=1e-9)
+    assert_path_matches(path, K_tilde, 40, (1, 3, 8))
+    per_chain, pooled = chain_sums(K_tilde, 40, 8)
     np.testing.assert_allclose(res["ksd"], np.sqrt(per_chain) / 8, rtol=1e-9)
     np.testing.assert_allclose(res["ksd_pooled"], np.sqrt(pooled) / 320, rtol=1e-9)
 
@@ -258,12 +261,8 @@ def test_path_matches_reference_prefixes():
                               n_landmarks=30, rng=6)
     K_tilde = corrected_matrix(x.reshape(-1, 2), 2, path.attrs["landmark_index"],
                                path.attrs["eigenvalue_cutoff"], path.attrs["n_exact_lags"])
-    for n in (1, 7, 50):
-        # Truth: the reference formula on the first n draws of each chain (pooled: of both).
-        per_chain, pooled = chain_sums(K_tilde, 2, n)
-        np.testing.assert_allclose(path["ksd"].sel(n=n), np.sqrt(per_chain) / n, rtol=1e-9)
-        np.testing.assert_allclose(path["ksd_pooled"].sel(n=n), np.sqrt(pooled) / (2 * n),
-                                   rtol=1e-9)
+    # Truth: the reference formula on the first n draws of each chain (pooled: of both).
+    assert_path_matches(path, K_tilde, 2, (1, 7, 50))
     final = steindiag.ksd(x, score=-x, preconditioner="identity", estimator="nystrom",
                           n_landmarks=30, rng=6)
     # Truth: the last point of the path is the value of ksd (same landmarks, same rng).
