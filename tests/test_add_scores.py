@@ -170,8 +170,17 @@ def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
     flat = 0.3 * np.random.default_rng(4).standard_normal((600, 9))
     monkeypatch.setattr(_pymc, "_PER_DRAW_FLOOR_SECONDS", 0.0)
     mode = "FAST_COMPILE"
-    _pymc._COMPILED.get(lkj_model, {}).pop(
-        ("strategy", _pymc._layout_key(layout), mode), None)
+    key = ("strategy", _pymc._layout_key(layout), mode)
+    _pymc._COMPILED.get(lkj_model, {}).pop(key, None)
+    try:
+        _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch)
+    finally:
+        # The choice is remembered per model and mode: left in place it would steer the
+        # module's later "auto" passes (the `scored` fixture's 80 draws must be batched).
+        _pymc._COMPILED.get(lkj_model, {}).pop(key, None)
+
+
+def _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch):
     scores, chosen = _pymc.model_scores(lkj_model, layout, flat, mode=mode,
                                         return_strategy=True)
     assert chosen in ("batched", "per-draw")
