@@ -40,6 +40,17 @@ def median_time(fn, repeats):
     return float(np.median(times))
 
 
+def let_blas_threads_park(seconds=0.3):
+    """Wait until OpenBLAS's threads stop spinning after the last multi-threaded call.
+
+    After each call OpenBLAS's threads spin on the other cores for about 0.1 s before
+    they sleep; a pass timed in that window shares its cores with them (N = 5000, d = 2:
+    23-27 ms right after a NumPy matmul, 13-18 ms 0.1-0.5 s later, 12 ms in a process
+    of its own). The matmul peak and the NumPy peer run just before the engine is timed.
+    """
+    time.sleep(seconds)
+
+
 def matmul_peak(repeats=5, size=2500):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, size, size))
@@ -179,6 +190,7 @@ def main():
                 return steindiag.ksd_path(x, score=s, preconditioner="identity")
 
             single()  # warm-up at this size (page faults, CPU frequency), not timed
+            let_blas_threads_park()
             t_single = median_time(single, repeats)
             t_path = median_time(path, repeats)
             mem = extra_peak_memory(single)

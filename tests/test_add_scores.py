@@ -161,6 +161,11 @@ def test_per_draw_log_density_equals_batched(lkj_model):
     run = _pymc._ScorePass(lkj_model, layout, flat, 5, "FAST_COMPILE", "per-draw",
                            False).run()
     np.testing.assert_allclose(run.log_density[:, 0], expected, rtol=1e-10)
+    # Without log p (the scores' own pass): the same gradient graph, log p not computed.
+    grad_only = _pymc._ScorePass(lkj_model, layout, flat, 5, "FAST_COMPILE", "per-draw",
+                                 False, with_log_density=False).run()
+    np.testing.assert_allclose(grad_only.scores, run.scores, rtol=1e-12, atol=1e-12)
+    assert np.isnan(grad_only.log_density).all()
 
 
 def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
@@ -170,7 +175,7 @@ def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
     flat = 0.3 * np.random.default_rng(4).standard_normal((600, 9))
     monkeypatch.setattr(_pymc, "_PER_DRAW_FLOOR_SECONDS", 0.0)
     mode = "FAST_COMPILE"
-    key = ("strategy", _pymc._layout_key(layout), mode)
+    key = ("strategy", _pymc._layout_key(layout), mode, False)  # scores without log p
     _pymc._COMPILED.get(lkj_model, {}).pop(key, None)
     try:
         _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch)
@@ -194,6 +199,39 @@ def _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch):
     _, again = _pymc.model_scores(lkj_model, layout, flat, mode=mode, progress=False,
                                   return_strategy=True)
     assert again == chosen
+
+
+def _blas_threads():
+    from threadpoolctl import threadpool_info
+
+    return max((info["num_threads"] for info in threadpool_info()
+                if info["user_api"] == "blas"), default=1)
+
+
+def test_per_draw_pass_runs_blas_on_one_thread(lkj_model, monkeypatch):
+    # Truth: threadpoolctl's reading of the loaded BLAS libraries, taken inside each call
+    # of the per-draw function, and after the pass (the limit is lifted again).
+    layout = _pymc.model_layout(lkj_model)
+    flat = 0.3 * np.random.default_rng(6).standard_normal((5, 9))
+    seen, real_function = [], _pymc._ScorePass._function
+
+    def recording(self, kind):
+        function = real_function(self, kind)
+        if kind != "per-draw":
+            return function
+
+        def call(*args):
+            seen.append(_blas_threads())
+            return function(*args)
+
+        return call
+
+    before = _blas_threads()
+    monkeypatch.setattr(_pymc._ScorePass, "_function", recording)
+    _pymc.model_scores(lkj_model, layout, flat, mode="FAST_COMPILE", strategy="per-draw",
+                       progress=False)
+    assert seen == [1] * 5
+    assert _blas_threads() == before
 
 
 def test_score_pass_interrupt_propagates(lkj_model, monkeypatch):

@@ -324,38 +324,43 @@ def _batched_log_density(model, layout):
     return batch, vectorize_graph(logp, replace=dict(zip(core, batch)))
 
 
-def _build_per_draw_function(model, layout, mode):
+def _build_per_draw_function(model, layout, mode, with_log_density=True):
     """Compile one draw -> [grad log p (d,), log p ()] on the model's value variables.
 
     PyMC's own gradient graph (``model.dlogp``, the graph ``model.compile_dlogp``
-    compiles, with PyMC's rewrites), log p as a second output; inputs in layout order,
-    each of its value shape. Measured on PyTensor 3.3 with the C backend, the same
-    gradient written as ``pytensor.grad`` of log p at core placeholders ran 1.4-1.5x
-    slower than PyMC's loop on LKJ models (benchmarks/results/scores.md). Models whose
-    graph PyMC cannot differentiate this way (e.g. dims/xtensor models on some PyMC
-    versions) use the core-placeholder graph of the batched function.
+    compiles, with PyMC's rewrites), and log p as a second output unless
+    ``with_log_density`` is False (then [grad log p] alone: the function
+    ``compile_dlogp`` compiles; log p as an output costs 13-16 % more a draw with the
+    C backend, lkj3 and lkj4-mvnormal of benchmarks/bench_scores.py, PyTensor 3.3).
+    Inputs in layout order, each of its value shape. Measured on PyTensor 3.3 with the
+    C backend, the same gradient written as ``pytensor.grad`` of log p at core
+    placeholders ran 1.4-1.5x slower than PyMC's loop on LKJ models
+    (benchmarks/results/scores.md). Models whose graph PyMC cannot differentiate this
+    way (e.g. dims/xtensor models on some PyMC versions) use the core-placeholder graph
+    of the batched function.
     """
     try:
-        return _build_per_draw_pymc(model, layout, mode)
+        return _build_per_draw_pymc(model, layout, mode, with_log_density)
     except (TypeError, ValueError, NotImplementedError, AttributeError, KeyError):
-        return _build_per_draw_core(model, layout, mode)
+        return _build_per_draw_core(model, layout, mode, with_log_density)
 
 
-def _build_per_draw_pymc(model, layout, mode):
+def _build_per_draw_pymc(model, layout, mode, with_log_density):
     import pymc.pytensorf as pytensorf
     import pytensor.tensor as pt
 
     compile_function = getattr(pytensorf, "compile", None) or pytensorf.compile_pymc
     values = [var.value for var in layout]
     free = [model.values_to_rvs[value] for value in values]  # dlogp takes the variables
-    scores = pt.cast(model.dlogp(vars=free, jacobian=True), "float64")
-    logp = pt.cast(model.logp(jacobian=True), "float64")
-    function = compile_function(values, [scores, logp], mode=mode, on_unused_input="ignore")
+    outputs = [pt.cast(model.dlogp(vars=free, jacobian=True), "float64")]
+    if with_log_density:
+        outputs.append(pt.cast(model.logp(jacobian=True), "float64"))
+    function = compile_function(values, outputs, mode=mode, on_unused_input="ignore")
     function.trust_input = True  # inputs are built by value_inputs: right dtype and shape
     return function
 
 
-def _build_per_draw_core(model, layout, mode):
+def _build_per_draw_core(model, layout, mode, with_log_density):
     """Compile one draw -> [grad log p (d,), log p ()], on the core graph itself.
 
     The core placeholders of the batched function: value variables in layout order,
@@ -366,9 +371,8 @@ def _build_per_draw_core(model, layout, mode):
 
     core, logp = _core_log_density(model, layout)
     grads = pytensor.grad(logp, core)
-    scores = _flat(grads)
-    function = pytensor.function(core, [scores, pt.cast(logp, "float64")], mode=mode,
-                                 on_unused_input="ignore")
+    outputs = [_flat(grads)] + ([pt.cast(logp, "float64")] if with_log_density else [])
+    function = pytensor.function(core, outputs, mode=mode, on_unused_input="ignore")
     function.trust_input = True  # inputs are built by value_inputs: right dtype and shape
     return function
 
@@ -577,24 +581,42 @@ _PROBE_DRAWS = 64
 class _ScorePass:
     """The score pass over N draws: chunks of the batched graph or a loop of the core one.
 
-    ``run()`` fills ``scores`` (N, d) and ``log_density`` (N, 1) chunk by chunk; a
-    KeyboardInterrupt between chunks propagates (the progress bar is closed first).
+    ``run()`` fills ``scores`` (N, d) and, if ``with_log_density``, ``log_density``
+    (N, 1) chunk by chunk (NaN otherwise); a KeyboardInterrupt between chunks
+    propagates (the progress bar is closed first). Without log p the per-draw way
+    compiles the gradient alone (the batched function always gives both: log p is on
+    its way to the gradient there).
     """
 
-    def __init__(self, model, layout, flat_draws, chunk_size, mode, strategy, progress):
+    def __init__(self, model, layout, flat_draws, chunk_size, mode, strategy, progress,
+                 with_log_density=True):
         self.model, self.layout, self.mode = model, layout, mode
+        self.with_log_density = bool(with_log_density)
         self.n_draws, d = flat_draws.shape
         self.inputs = value_inputs(layout, flat_draws)
         self.chunk_size = (chunk_size_for(model, layout, self.n_draws) if chunk_size is None
                            else int(chunk_size))
         self.scores = np.empty((self.n_draws, d))
-        self.log_density = np.empty((self.n_draws, 1))
+        self.log_density = np.full((self.n_draws, 1), np.nan)
         self.strategy, self.progress, self.done, self.bar = strategy, progress, 0, None
 
     def _function(self, kind):
+        """The compiled function of ``kind``: "score" (batched), "per-draw" (the
+        gradient alone) or "per-draw log p" (gradient and log p)."""
         key = (kind, _layout_key(self.layout), _mode_key(self.mode))
-        build = _build_score_function if kind == "score" else _build_per_draw_function
-        return _cached(self.model, key, lambda: build(self.model, self.layout, self.mode))
+        if kind == "score":
+            def build():
+                return _build_score_function(self.model, self.layout, self.mode)
+        else:
+            def build():
+                return _build_per_draw_function(self.model, self.layout, self.mode,
+                                                with_log_density=kind == "per-draw log p")
+        return _cached(self.model, key, build)
+
+    def _strategy_key(self):
+        # Remembered apart with and without log p: the per-draw functions differ.
+        return ("strategy", _layout_key(self.layout), _mode_key(self.mode),
+                self.with_log_density)
 
     def _batched(self, stop):
         function, start = self._function("score"), self.done
@@ -603,10 +625,22 @@ class _ScorePass:
         self._advance(stop)
 
     def _per_draw(self, stop):
-        function = self._function("per-draw")
-        for row in range(self.done, stop):
-            score, logp = function(*[array[row, ...] for array in self.inputs])
-            self.scores[row], self.log_density[row, 0] = score, logp
+        from steindiag.engine.threads import single_threaded_blas
+
+        kind = "per-draw log p" if self.with_log_density else "per-draw"
+        function = self._function(kind)
+        # BLAS on one thread: one draw's products are far too small to share, and each
+        # multi-threaded BLAS call leaves OpenBLAS's threads spinning on the other cores
+        # for a while after it, where they halve the speed of the KSD pass that follows
+        # (lkj3, 4000 draws: 40 instead of 26 ms after a pass with BLAS on 2 threads).
+        with single_threaded_blas():
+            if self.with_log_density:
+                for row in range(self.done, stop):
+                    score, logp = function(*[array[row, ...] for array in self.inputs])
+                    self.scores[row], self.log_density[row, 0] = score, logp
+            else:
+                for row in range(self.done, stop):
+                    self.scores[row] = function(*[array[row, ...] for array in self.inputs])[0]
         self._advance(stop)
 
     def _advance(self, stop):
@@ -621,8 +655,7 @@ class _ScorePass:
 
     def _choose(self):
         """Time a batched chunk and a few per-draw calls on the first draws; keep the faster."""
-        remembered = _COMPILED.get(self.model, {}).get(
-            ("strategy", _layout_key(self.layout), _mode_key(self.mode)))
+        remembered = _COMPILED.get(self.model, {}).get(self._strategy_key())
         if remembered is not None:
             return remembered, None
         if self.n_draws < _AUTO_MIN_DRAWS:
@@ -640,8 +673,7 @@ class _ScorePass:
                            self._timed(self._per_draw, _PROBE_DRAWS))
             chosen = "per-draw" if per_draw < batched else "batched"
             batched = min(batched, per_draw)
-        _COMPILED.setdefault(self.model, {})[
-            ("strategy", _layout_key(self.layout), _mode_key(self.mode))] = chosen
+        _COMPILED.setdefault(self.model, {})[self._strategy_key()] = chosen
         return chosen, batched
 
     def run(self):
@@ -672,13 +704,17 @@ class _ScorePass:
 
 
 def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode, strategy="auto",
-                            progress=None):
-    """[grad log p (N, d), log p (N, 1)] and the strategy used, from the cached graphs."""
+                            progress=None, with_log_density=True):
+    """[grad log p (N, d), log p (N, 1)] and the strategy used, from the cached graphs.
+
+    Without ``with_log_density`` log p is NaN wherever the per-draw way ran.
+    """
     mode = default_compile_mode() if mode is None else mode
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}.")
     try:
-        done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy, progress).run()
+        done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy, progress,
+                          with_log_density).run()
     except (ValueError, IndexError, AssertionError) as err:
         if not _is_shape_error(err):
             raise
@@ -767,7 +803,7 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None, strat
     chunks. Memory: O(chunk_size * (d + size of the observed data)).
     """
     scores, _, chosen = _scores_and_log_density(model, layout, flat_draws, chunk_size, mode,
-                                                strategy, progress)
+                                                strategy, progress, with_log_density=False)
     return (scores, chosen) if return_strategy else scores
 
 
