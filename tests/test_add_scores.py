@@ -175,7 +175,7 @@ def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
     flat = 0.3 * np.random.default_rng(4).standard_normal((600, 9))
     monkeypatch.setattr(_pymc, "_PER_DRAW_FLOOR_SECONDS", 0.0)
     mode = "FAST_COMPILE"
-    key = ("strategy", _pymc._layout_key(layout), mode, False)  # scores without log p
+    key = _pymc.strategy_key(layout, mode, with_log_density=False)  # model_scores' key
     _pymc._COMPILED.get(lkj_model, {}).pop(key, None)
     try:
         _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch)

@@ -578,6 +578,14 @@ _AUTO_MIN_DRAWS = 512
 _PROBE_DRAWS = 64
 
 
+def strategy_key(layout, mode, with_log_density):
+    """Key of the strategy "auto" remembered in a model's cache (``_COMPILED[model]``).
+
+    Remembered apart with and without log p: the per-draw functions differ.
+    """
+    return ("strategy", _layout_key(layout), _mode_key(mode), bool(with_log_density))
+
+
 class _ScorePass:
     """The score pass over N draws: chunks of the batched graph or a loop of the core one.
 
@@ -614,9 +622,7 @@ class _ScorePass:
         return _cached(self.model, key, build)
 
     def _strategy_key(self):
-        # Remembered apart with and without log p: the per-draw functions differ.
-        return ("strategy", _layout_key(self.layout), _mode_key(self.mode),
-                self.with_log_density)
+        return strategy_key(self.layout, self.mode, self.with_log_density)
 
     def _batched(self, stop):
         function, start = self._function("score"), self.done
@@ -634,13 +640,11 @@ class _ScorePass:
         # for a while after it, where they halve the speed of the KSD pass that follows
         # (lkj3, 4000 draws: 40 instead of 26 ms after a pass with BLAS on 2 threads).
         with single_threaded_blas():
-            if self.with_log_density:
-                for row in range(self.done, stop):
-                    score, logp = function(*[array[row, ...] for array in self.inputs])
-                    self.scores[row], self.log_density[row, 0] = score, logp
-            else:
-                for row in range(self.done, stop):
-                    self.scores[row] = function(*[array[row, ...] for array in self.inputs])[0]
+            for row in range(self.done, stop):
+                outputs = function(*[array[row, ...] for array in self.inputs])
+                self.scores[row] = outputs[0]
+                if self.with_log_density:
+                    self.log_density[row, 0] = outputs[1]
         self._advance(stop)
 
     def _advance(self, stop):
