@@ -515,14 +515,16 @@ def one_mode_draws(n_chain, n_draw, dim, *, rng, separation=4.0, rho=0.0):
                               f"rho={rho:g}")
 
 
-def wrong_score_banana(n_chain, n_draw, *, rng, curvature=0.03, assumed_curvature=0.0):
+def wrong_score_banana(n_chain, n_draw, *, rng, curvature=0.03, assumed_curvature=0.0,
+                       first_variance=100.0):
     """Exact independent draws of a banana, diagnosed with another banana's score.
 
-    Draws of :func:`banana_target` (``curvature``); score and log density of the banana
-    with ``assumed_curvature`` (0: the Gaussian N(0, diag(100, 1))).
+    Draws of :func:`banana_target` (``curvature``, ``first_variance``); score and log
+    density of the banana with ``assumed_curvature`` and the same first variance (0: the
+    Gaussian N(0, diag(v, 1))).
     """
-    truth = banana_target(curvature)
-    assumed = banana_target(assumed_curvature)
+    truth = banana_target(curvature, first_variance)
+    assumed = banana_target(assumed_curvature, first_variance)
     draws = truth.sample(rng, n_chain * n_draw).reshape(n_chain, n_draw, 2)
     return Chains(draws=draws, score=assumed.score, log_density=assumed.log_density,
                   valid=False,
