@@ -190,7 +190,7 @@ def test_given_starts_are_used():
     res_given = search_missing_mass(left, None, log_density=LOG_P_1D, score=SCORE_1D,
                                     kernel=None, preconditioner=None, rng=1, starts=starts)
     assert res_given.details.starts == "given"
-    assert res.details.starts == "widened draws"
+    assert res.details.starts == "widened draws and broad starts"
     assert res_given.found
     assert res_given.details.n_starts == 5 + 8   # given starts + draws used as starts
 
@@ -206,7 +206,7 @@ def test_given_starts_are_used():
         ({"draws": np.zeros((10, 1))}, ValueError, "draws"),
         ({"draws": np.full((1, 5, 1), np.nan)}, ValueError, "draws must be finite"),
         ({"log_density": np.zeros(5)}, TypeError, "log_density"),
-        ({"score": None}, TypeError, "score"),
+        ({"score": np.zeros(5)}, TypeError, "score"),
         ({"alpha": 1.5}, ValueError, "alpha"),
         ({"starts": np.zeros((3, 2))}, ValueError, "starts"),
         ({"n_starts": 0}, ValueError, "n_starts"),
