@@ -157,7 +157,13 @@ class MissingMassDetails:
         (relative mass x number of draws / 2) there, or short chains started at it
         joined the draws.
     unvisited_mass : float
-        Sum of ``relative_mass`` over the modes not visited.
+        Share of p's mass in the modes not visited: the smaller of the sum of
+        ``relative_mass`` over them and their Laplace mass against the mass of the
+        region the draws cover plus theirs (``log_mass_draws``).
+    log_mass_draws : float
+        Reciprocal importance sampling estimate of the log of p's unnormalised mass
+        over the region the draws cover (same constant as ``log_mass``); NaN when not
+        needed (every mode visited).
     effective_draws : float
         Effective number of draws, sum over chains of draw / tau (tau: integrated
         autocorrelation time, largest over the coordinates).
@@ -207,6 +213,7 @@ class MissingMassDetails:
     n_rejected: int
     starts: str
     n_score: int
+    log_mass_draws: float = np.nan
     joined: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     joined_share: np.ndarray = field(default_factory=lambda: np.zeros(0))
     start_distance: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -701,6 +708,30 @@ def _short_chains(counted, centres, factor, rng, n_per_mode, n_steps):
     return points, accepted / (n * (n_steps - warm))
 
 
+# Draws used for the reciprocal importance sampling estimate of the draws' mass.
+_N_MASS_DRAWS = 1000
+
+
+def _log_mass_of_draws(counted, flat, rng):
+    """log of p's unnormalised mass over the region the draws cover.
+
+    Reciprocal importance sampling (Gelfand & Dey 1994): for draws x_i from p (here:
+    from the part of p the chains visited) and a normalised density g on that region,
+    1 / Z = E_p[g(x) / p~(x)]. g is the Gaussian with the draws' mean and (shrunk)
+    covariance; at most 1000 draws are used. NaN if log p is not finite at any of them.
+    """
+    n, d = flat.shape
+    rows = flat if n <= _N_MASS_DRAWS else flat[rng.choice(n, _N_MASS_DRAWS, replace=False)]
+    centre, factor, _ = _draws_metric(flat)
+    log_p = counted.log_density(rows)
+    good = np.isfinite(log_p)
+    if not good.any():
+        return np.nan
+    log_g = (-0.5 * _whitened_norm(rows[good], centre, factor) ** 2
+             - 0.5 * d * np.log(2 * np.pi) - np.sum(np.log(np.diag(factor))))
+    return float(np.log(good.sum()) - special.logsumexp(log_g - log_p[good]))
+
+
 def _joined(counted, candidates, flat, rng, n_per_mode, n_steps):
     """(joined share per candidate, acceptance): short chains from each candidate mode.
 
@@ -944,6 +975,17 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     visited[untested] = True
     effective = _effective_draws(draws)
     unvisited_mass = float(relative[~visited].sum()) if modes else 0.0
+    log_mass_draws = np.nan
+    if unvisited_mass > 0.0:
+        # The unvisited modes' Laplace mass against the mass of the region the draws
+        # cover (reciprocal importance sampling), not only against the other modes
+        # found: the smaller share of the two.
+        log_mass_draws = _log_mass_of_draws(counted, flat, rng)
+        if np.isfinite(log_mass_draws):
+            log_unvisited = special.logsumexp(log_mass[~visited])
+            against_draws = float(np.exp(log_unvisited - np.logaddexp(log_unvisited,
+                                                                      log_mass_draws)))
+            unvisited_mass = min(unvisited_mass, against_draws)
     pvalue = _deficit_pvalue(int(visits[~visited].sum()), flat.shape[0], effective,
                              unvisited_mass)
     statistic = acceptance = np.nan
@@ -964,6 +1006,7 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
         joined_share=joined_share,
         visited=visited,
         unvisited_mass=unvisited_mass,
+        log_mass_draws=float(log_mass_draws),
         effective_draws=effective,
         n_starts=len(points),
         n_rejected=n_rejected,
