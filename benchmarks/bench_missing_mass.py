@@ -7,6 +7,9 @@ Usage::
     python benchmarks/bench_missing_mass.py --reps 10 --deltas 6 --dims 10
     python benchmarks/bench_missing_mass.py --reps 100 --deltas 6 --size-only
     python benchmarks/bench_missing_mass.py --reps 40 --issue
+    python benchmarks/bench_missing_mass.py --hierarchical 12 20 12   # radon, 8 schools, logit
+    python benchmarks/bench_missing_mass.py --reps 40 --separated   # power, incl. off-axis
+    python benchmarks/bench_missing_mass.py --large                 # d = 5000, N = 200
 
 The experiment (their ``sh_scripts/run_bimodal.sh`` and ``experiments.py``, model
 "bimodal", k = 1): target p = 0.5 N(0, I_d) + 0.5 N(delta e_1, I_d); the sample is n
@@ -32,8 +35,11 @@ are indicative only.
 """
 
 import argparse
+import os
 import statistics
+import sys
 import time
+import warnings
 
 import numpy as np
 from scipy.special import logsumexp
@@ -127,6 +133,134 @@ def rate(flags):
     return f"{p:.2f} ({np.sqrt(max(p * (1 - p), 1e-12) / len(flags)):.2f})"
 
 
+def hierarchical(counts, seed0):
+    """False alarms on healthy NUTS runs of non-centred hierarchical PyMC models.
+
+    4 chains x 500 draws after 500 tuning steps (PyMC's NUTS, one core); the search as
+    ``diagnose`` runs it (32 prior draws as starts, the model's score) and with its own
+    starts (widened draws and broad starts); for radon also with finite differences of
+    log p instead of the score. The models are in ``tests/hierarchical_models.py``.
+    """
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    import arviz as az
+    import hierarchical_models as hm
+
+    from steindiag.inputs import read_input
+    from steindiag.inputs._pymc_functions import model_functions
+    from steindiag.inputs._pymc_prior import prior_starts
+
+    builders = {"radon (d = 89)": hm.radon_model, "eight schools (d = 10)":
+                hm.eight_schools_model, "logistic (d = 53)": hm.logistic_model}
+    print("\n| model | run | search | false alarms | median time, s | max time, s "
+          "| median log p evals | NUTS: max R-hat, divergences |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (name, build), n_runs in zip(builders.items(), counts):
+        model = build()
+        log_p, score = model_functions(model)
+        rows = {"prior starts, score": [], "own starts, score": []}
+        if name.startswith("radon"):
+            rows["own starts, finite differences"] = []
+        rhat_max, divergent = 0.0, 0
+        for run in range(n_runs):
+            seed = seed0 + run
+            idata = hm.sample(model, seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rhat_max = max(rhat_max, float(az.rhat(idata).to_array().max()))
+            divergent += int(idata.sample_stats["diverging"].sum())
+            prepared = read_input(idata, model)
+            draws = prepared.draws
+            log_p(draws[0, :2])   # compiled before the clock starts
+            starts = prior_starts(model, list(prepared.parameter), 32, seed)
+            for label in rows:
+                start = time.perf_counter()
+                res = search_missing_mass(
+                    draws, None, log_density=log_p,
+                    score=None if "finite" in label else score, kernel=None,
+                    preconditioner=None, rng=seed, starts=starts if "prior" in label else None)
+                rows[label].append((res.found, time.perf_counter() - start, res.n_log_density,
+                                    res.summary))
+                if res.found:
+                    print(f"<!-- {name}, seed {seed}, {label}: {res.summary} -->", flush=True)
+        for label, results in rows.items():
+            found = [r[0] for r in results]
+            times = [r[1] for r in results]
+            print(f"| {name} | {len(found)} | {label} | {sum(found)} of {len(found)} "
+                  f"| {statistics.median(times):.2f} | {max(times):.2f} "
+                  f"| {statistics.median(r[2] for r in results):.0f} "
+                  f"| {rhat_max:.3f}, {divergent} |", flush=True)
+
+
+def off_axis(d=10):
+    """Draws N(0, Sigma), Sigma = I - (1 - 0.05^2) u u^T with u a fixed unit vector off
+    the coordinate axes: the draws' sd along u is 0.05. Target: the equal mixture of
+    N(0, Sigma) and N(3 u, Sigma): its second mode lies 60 draw-sds away along the
+    direction in which the draws vary least."""
+    u = np.ones(d) / np.sqrt(d)
+    u[0] = -u[0]
+    cov = np.eye(d) - (1 - 0.05 ** 2) * np.outer(u, u)
+    means = np.stack([np.zeros(d), 3.0 * u])
+    precision = np.linalg.inv(cov)
+
+    def parts(x):
+        diffs = x[:, None, :] - means[None]
+        return diffs, -0.5 * np.einsum("nkd,de,nke->nk", diffs, precision, diffs)
+
+    def log_p(x):
+        return logsumexp(parts(x)[1], axis=1)
+
+    def score(x):
+        diffs, logs = parts(x)
+        weights = np.exp(logs - logsumexp(logs, axis=1, keepdims=True))
+        return -np.einsum("nk,nkd,de->ne", weights, diffs, precision)
+
+    return means, cov, log_p, score
+
+
+def separated(rng, reps, alpha):
+    """Power on one mode of two (4 chains x 500 i.i.d. draws of the left component), with
+    the score and with finite differences of log p."""
+    cases = {}
+    _, lp1, sc1 = mixture(8.0, 1)
+    cases["0.5 N(-4, 1) + 0.5 N(4, 1), d = 1"] = (
+        lambda r: r.normal(-4.0, 1.0, size=(4, 500, 1)),
+        lambda x: lp1(x + 4.0), lambda x: sc1(x + 4.0))
+    _, lp10, sc10 = mixture(6.0, 10)
+    cases["0.5 N(0, I) + 0.5 N(6 e_1, I), d = 10"] = (
+        lambda r: r.normal(size=(4, 500, 10)), lp10, sc10)
+    _, cov, lpo, sco = off_axis()
+    chol = np.linalg.cholesky(cov)
+    cases["off-axis: second mode 60 draw-sds along the draws' thinnest direction, d = 10"] = (
+        lambda r: r.normal(size=(4, 500, 10)) @ chol.T, lpo, sco)
+    print("\n| target (draws: first mode only) | gradient | power | median time, s |")
+    print("|---|---|---|---|")
+    for name, (make, log_p, score) in cases.items():
+        for gradient in ("score", "finite differences"):
+            found, times = [], []
+            for _ in range(reps):
+                draws = make(rng)
+                start = time.perf_counter()
+                res = search_missing_mass(draws, None, log_density=log_p,
+                                          score=score if gradient == "score" else None,
+                                          kernel=None, preconditioner=None, rng=rng,
+                                          alpha=alpha)
+                times.append(time.perf_counter() - start)
+                found.append(res.found)
+            print(f"| {name} | {gradient} | {sum(found)} of {reps} "
+                  f"| {statistics.median(times):.2f} |", flush=True)
+
+
+def large():
+    """d = 5000, N = 200 (4 x 50): skipped, and how long the answer takes."""
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(4, 50, 5000))
+    start = time.perf_counter()
+    res = search_missing_mass(draws, None, log_density=lambda x: -0.5 * (x ** 2).sum(1),
+                              score=lambda x: -x, kernel=None, preconditioner=None, rng=0)
+    print(f"\nd = 5000, N = 200: {time.perf_counter() - start:.3f} s; found = {res.found}; "
+          f"skipped: {res.skipped}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=20)
@@ -138,10 +272,25 @@ def main():
     parser.add_argument("--seed", type=int, default=2023)
     parser.add_argument("--issue", action="store_true",
                         help="only issue 20's case (4 chains x 500 draws, modes at -4, 4)")
+    parser.add_argument("--hierarchical", type=int, nargs=3, default=None,
+                        metavar=("RADON", "EIGHT", "LOGIT"),
+                        help="healthy NUTS runs per hierarchical model (false alarms)")
+    parser.add_argument("--separated", action="store_true",
+                        help="power on separated-mode targets, incl. an off-axis mode")
+    parser.add_argument("--large", action="store_true", help="d = 5000, N = 200")
     parser.add_argument("--size-only", action="store_true",
                         help="only the samples of p (the size), e.g. with more --reps")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.hierarchical:
+        hierarchical(args.hierarchical, args.seed)
+        return
+    if args.separated:
+        separated(rng, args.reps, args.alpha)
+        return
+    if args.large:
+        large()
+        return
     one_run(rng, 6.0, 1, 200, False, args.alpha)  # warm-up: Numba compilation
     if args.issue:
         issue_case(rng, args.reps, args.alpha)

@@ -61,7 +61,7 @@ def eight_schools_model():
     return model
 
 
-def logistic_model(n_groups=20, n_per_group=30, seed=0):
+def logistic_model(n_groups=50, n_per_group=10, seed=0):
     """Hierarchical logistic regression, non-centred intercepts, one common slope.
 
     y_ij ~ Bernoulli(logit^-1(mu + sigma z_j + beta x_ij)), z_j ~ N(0, 1),
