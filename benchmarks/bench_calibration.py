@@ -375,7 +375,7 @@ def run_pymc(task):
     rows = []
     for variant in variants:
         row = dict(base, variant=variant)
-        if not healthy: or not rhat < 1.01:
+        if not healthy:
             row["excluded"] = f"{divergences} divergences, max R-hat {rhat:.4f}"
         else:
             try:
