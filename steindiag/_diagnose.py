@@ -17,7 +17,6 @@ import xarray as xr
 from steindiag._ksd import _COMMON_PARAMETERS, ksd
 from steindiag._mmd import mmd
 from steindiag._validate import check_rng
-from steindiag.engine.row_sums import stein_kernel_diagonal
 from steindiag.gof import ksd_test
 from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
 from steindiag.inputs._prepare import has_chain_dimension
@@ -25,7 +24,7 @@ from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.stats import verdict as rules
-from steindiag.stats.ksd import ksd_iid
+from steindiag.stats.bootstrap import MIN_THINNED_DRAWS
 
 __all__ = ["diagnose", "Diagnosis"]
 
@@ -105,15 +104,30 @@ def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_l
     return float(alpha), n_bootstrap, n_permutations, check_rng(rng)
 
 
-def _replicates(given, name, level):
-    """Bootstrap replicates or permutations for tests read at ``level``.
+# The default number of replicates (or relabellings) is refused above this: an alpha so
+# small that resolving p-values at alpha / n_tests would need more is a mistake.
+_MAX_REPLICATES = 100_000
+
+
+def _replicates(given, name, level, alpha, n_tests):
+    """Bootstrap replicates or relabellings for tests read at ``level``.
 
     None: the smallest number, at least 1000, whose smallest p-value 1 / (1 + B) is at
-    most level / 4 (so a clear rejection is not hidden by the grid of p-values). A number
+    most level / 4 (so a clear rejection is not hidden by the grid of p-values); above
+    ``_MAX_REPLICATES``, refused (alpha is too small for a resampling test). A number
     whose smallest p-value is above ``level`` could never reject: refused.
     """
     if given is None:
-        return max(1000, int(np.ceil(4.0 / level)) - 1)
+        needed = max(1000, int(np.ceil(4.0 / level)) - 1)
+        if needed > _MAX_REPLICATES:
+            smallest = 4.0 * n_tests / (_MAX_REPLICATES + 1)
+            raise ValueError(
+                f"alpha={alpha:g} is too small: with {n_tests} tests each is read at "
+                f"{level:.2g}, and resolving p-values that small would take {needed} "
+                f"bootstrap replicates and relabellings (more than {_MAX_REPLICATES}). "
+                f"Pass alpha >= {smallest:.2g}, or n_bootstrap= and n_permutations= "
+                "explicitly.")
+        return needed
     if (1 + given) * level < 1:
         raise ValueError(
             f"{name}={given} is too small: its smallest p-value 1 / (1 + {name}) = "
@@ -220,6 +234,43 @@ def _search(prepared, model, score, log_density, batched, kernel, pre, level, rn
 _N_PRIOR_STARTS = 32
 
 
+def _ksd_test_evidence(prepared, has_chain_dim, n_bootstrap, rng, kernel, preconditioner,
+                       client, estimator_options):
+    """The KSD test of every chain and pooled, on nearly independent draws (``ksd_test``
+    with the thinned bootstrap: every L-th draw, L about twice the autocorrelation time)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
+        return ksd_test(prepared.draws, score=prepared.scores, sample_dims=("chain", "draw"),
+                        bootstrap="thinned" if has_chain_dim else "iid",
+                        n_bootstrap=n_bootstrap, rng=rng, kernel=kernel,
+                        preconditioner=preconditioner, client=client, **estimator_options)
+
+
+def _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner):
+    """(p-value, reliable, note) of the MMD test that all chains agree; NaN for one chain.
+
+    Above ``_MMD_BUDGET_PAIRS`` pairs of draws, each chain is read every k-th draw.
+    """
+    n_chain, n_draw, _ = draws.shape
+    if n_chain < 2:
+        return np.nan, True, ""
+    stride = _mmd_stride(n_chain, n_draw)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
+        between = mmd(draws[:, ::stride], sample_dims=("chain", "draw"),
+                      n_permutations=n_permutations, rng=rng, test="all", kernel=kernel,
+                      preconditioner=preconditioner)
+    note = (f"MMD test of agreement on every {stride}-th draw of each chain (its cost is "
+            "quadratic in the draws)" if stride > 1 else "")
+    pvalue = float(between["pvalue"])
+    return pvalue, bool(between["pvalue_reliable"]) and np.isfinite(pvalue), note
+
+
+def _stuck_chains(draws):
+    """(chain,) bool: chains whose draws are all the same point."""
+    return np.all(draws.max(axis=1) == draws.min(axis=1), axis=-1)
+
+
 def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=0.05,
              n_bootstrap=None, n_permutations=None, missing_mass=True, batched=True,
              kernel="imq", c=None, beta=None, preconditioner="standardize",
@@ -236,19 +287,21 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         PyMC ``model``, whose log p is used), the draws are searched for modes of p they
         never visited; without either, the search is not run and a "fits" says so.
     rng : int, numpy.random.Generator or None
-        Source of the bootstrap signs, the permutations and the search's starts.
+        Source of the thinning offsets, the bootstrap signs, the permutations and the
+        search's starts.
     alpha : float, default 0.05
         Family-wise level: the probability that draws from p get "does not fit" (in the
         pooled verdict or any chain's) is at most alpha, up to the tests' own
-        approximations (see Notes).
+        approximations (see Notes; measured levels: benchmarks/results/calibration.md).
     n_bootstrap : int, optional
         Bootstrap replicates of the KSD test (``ksd_test``). Default: at least 1000, and
         enough for the smallest p-value, 1 / (1 + n_bootstrap), to be a quarter of the
         level each test is read at (alpha / number of tests); a number whose smallest
-        p-value is above that level is refused.
+        p-value is above that level is refused, and so is an alpha so small that the
+        default would exceed 100,000 replicates.
     n_permutations : int, optional
-        Permutations of the MMD test between chains (``mmd``); default and limit as for
-        ``n_bootstrap``.
+        Relabellings of the MMD test of agreement between chains (``mmd`` with
+        ``test="all"``); default and limits as for ``n_bootstrap``.
     missing_mass : bool, default True
         Search for unvisited modes when log p is available (it costs optimiser runs: a
         few thousand log p and score evaluations at single points).
@@ -257,8 +310,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         estimated cost, about N^2 (8 d + 20 + n_bootstrap) floating-point operations for
         N draws, is above 3.6e12 (about a minute on 2 cores; N of about 57,000 at d = 10);
         then the Nystrom estimator at its default number of landmarks, which the report
-        says; the KSD shown is then that of :func:`ksd` with ``estimator="nystrom"``
-        (closer to the exact value than the test's statistic). Above 4e9 pairs of draws, the MMD test between chains reads every k-th draw
+        says. Above 4e9 pairs of draws, the MMD test of agreement reads every k-th draw
         of each chain (also reported).
     n_landmarks : int, optional
         Landmarks for ``estimator="nystrom"`` (as in :func:`ksd_test`).
@@ -269,44 +321,58 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         ``verdict`` (chain) and ``verdict_pooled`` (): each "fits", "does not fit" or
         "inconclusive"; ``reason`` (chain) and ``reason_pooled`` (): why, in words.
         Evidence: ``ksd`` and ``ksd_iid`` (chain), ``ksd_pooled`` and ``ksd_iid_pooled``
-        (): KSD and the i.i.d. floor sqrt(mean_i k_p(x_i, x_i) / N), as :func:`ksd`;
-        ``pvalue``, ``pvalue_reliable``, ``effective_draws`` (chain) and their
-        ``_pooled`` () counterparts: the KSD goodness-of-fit test; ``mmd_pvalue``
-        (chain, chain_other): the MMD test between every pair of chains (NaN on the
-        diagonal, and everywhere for one chain); ``divergences`` (chain), when the trace
-        has sampler statistics; ``missing_mass_found`` and ``missing_mass_pvalue`` (),
-        when the search ran (its method and summary in ``attrs``).
-        ``attrs``: ``alpha``, ``n_tests``, ``test_level`` (alpha / n_tests), the kernel
-        and preconditioner, and ``report``, the text printed by ``print(result)``.
+        (): KSD of all the draws and the i.i.d. floor sqrt(mean_i k_p(x_i, x_i) / N), as
+        :func:`ksd`; ``pvalue``, ``pvalue_reliable``, ``effective_draws`` (chain) and
+        their ``_pooled`` () counterparts: the KSD goodness-of-fit test;
+        ``agreement_pvalue`` and ``agreement_reliable`` (): the MMD test that all chains
+        agree (NaN for one chain); ``stuck`` (chain): every draw the same point;
+        ``divergences`` (chain), when the trace has sampler statistics;
+        ``missing_mass_found`` and ``missing_mass_pvalue`` (), when the search ran (its
+        method and summary in ``attrs``).
+        ``attrs``: ``alpha``, ``n_tests``, ``test_level`` (alpha / n_tests),
+        ``thinning_lag`` and ``kept_draws`` (the KSD test read every thinning_lag-th draw,
+        kept_draws per chain), the kernel and preconditioner, and ``report``, the text
+        printed by ``print(result)``.
 
     Notes
     -----
     The verdict combines tests of the null "the draws are from p": the KSD test of every
-    chain and of all chains pooled (wild bootstrap), the MMD test of every pair of
-    chains (draws of one target have one distribution), and, with log p, the search for
-    modes no draw visited. With m tests, each is read at level alpha / m (Bonferroni),
-    so the chance that draws from p get any "does not fit" is at most alpha. "does not
-    fit" when a test rejects with a p-value that can be trusted; "inconclusive" when a
-    p-value that would decide cannot be trusted (too few effective draws: the bootstrap's
-    sign chain is expected to flip fewer than 10 times in a chain, or the MMD test has
-    fewer than 10 blocks per chain), or when the sampler reported divergent transitions
-    and no test rejected (divergences mark regions the sampler could not explore, which
-    the draws cannot speak for); "fits" otherwise. KSD / floor is reported as a
-    description only: the floor is computed at the draws, so draws far from p raise
-    their own floor and a ratio near 1 is no evidence of fit (see the Background page,
-    "From numbers to a verdict").
+    chain and of all chains pooled, one MMD test that all chains agree (draws of one
+    target have one distribution), and, with log p, the search for modes no draw
+    visited: C + 3 tests for C chains, each read at level alpha / (C + 3) (Bonferroni),
+    so the chance that draws from p get any "does not fit" is at most alpha.
 
-    The tests' levels are approximate (the wild bootstrap's level is exact only as N
-    grows; the search's p-value rests on Laplace masses), and "fits" means no test found
-    a difference, not that there is none: KSD is nearly blind to the weights of
-    well-separated modes the chains all visited.
+    The KSD test reads every L-th draw of each chain, L = 1 + floor(2 (tau - 1)) with tau
+    the largest integrated autocorrelation time of the chains' draws and scores: the
+    kept draws are nearly independent (for an AR(1) chain, correlated at most 0.03), so
+    independent bootstrap signs give its null distribution. Reading fewer draws costs
+    some power, but the level holds at every autocorrelation time (the wild bootstrap
+    with a sign chain, which reads all draws, rejected valid chains up to twice its
+    level in the tail where the tests are read). The MMD test of agreement relabels
+    blocks of about 5 tau draws among the chains, with pairs of draws in the same or
+    adjacent blocks left out. Measured levels and power on valid and biased samplers:
+    benchmarks/results/calibration.md.
 
-    Cost: scores are evaluated once. One tiled pass for the KSD test, O(N^2 (d + B))
-    time for N draws and B bootstrap replicates; one O(N^2 d) pass for the MMD
-    (kernel sums between blocks) and O(P U^2) for P permutations of U blocks; the floor
-    is O(N d). The search runs L-BFGS from 40 starts (32 overdispersed, 8 draws): with a
-    PyMC model, typically a few thousand evaluations of log p and the score at single
-    points. Memory O(N B) for the bootstrap weights; no N x N matrix is stored.
+    "does not fit" when a chain never moved or a test rejects with a p-value that can be
+    trusted; "inconclusive" when a p-value that would decide cannot be trusted (fewer
+    than 20 nearly independent draws in a chain, or fewer than 10 blocks per chain for
+    the test of agreement; the report says about how many draws would decide), or when
+    the sampler reported divergent transitions and no test rejected (divergences mark
+    regions the sampler could not explore, which the draws cannot speak for); "fits"
+    otherwise. KSD / floor is reported as a description only: the floor is computed at
+    the draws, so draws far from p raise their own floor and a ratio near 1 is no
+    evidence of fit (see the Background page, "From numbers to a verdict").
+
+    "fits" means no test found a difference, not that there is none: KSD is nearly blind
+    to the weights of well-separated modes the chains all visited, and few effective
+    draws give the tests little power.
+
+    Cost: scores are evaluated once. One O(N^2 d) pass for the KSD values; the test on
+    the n kept draws, O(n^2 (d + B)) for B bootstrap replicates; one O(N^2 d) pass for
+    the MMD's block sums and O(P U^2) for P relabellings of U blocks; the search runs
+    L-BFGS from overdispersed starts: with a PyMC model, typically a few thousand
+    evaluations of log p and the score at single points. Memory O(n B) for the bootstrap
+    weights; no N x N matrix is stored.
 
     References
     ----------
@@ -330,6 +396,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     >>> str(steindiag.diagnose(y, score=-y, rng=1)["verdict_pooled"].values)
     'does not fit'
     """
+    # 1. Validate and read the input once.
     alpha, n_bootstrap, n_permutations, rng = _diagnose_iv(
         alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks, missing_mass,
         rng)
@@ -348,106 +415,82 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                        and (callable(score) or (score is None and model is not None)))
     n_tests = rules.n_tests(n_chain, search_possible)
     level = alpha / n_tests
-    n_bootstrap = _replicates(n_bootstrap, "n_bootstrap", level)
-    n_permutations = _replicates(n_permutations, "n_permutations", level)
+    n_bootstrap = _replicates(n_bootstrap, "n_bootstrap", level, alpha, n_tests)
+    n_permutations = _replicates(n_permutations, "n_permutations", level, alpha, n_tests)
     prepared = pending.with_scores()
     draws, scores = prepared.draws, prepared.scores
 
+    # 2. Gather the evidence; the pieces run on the arrays (no score is evaluated again).
     estimator_options, estimator_note = _choose_estimator(estimator, n_landmarks,
                                                           n_chain * n_draw, d, n_bootstrap)
-    # The pieces run on the arrays: the scores are not evaluated again.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
-        test = ksd_test(draws, score=scores, sample_dims=("chain", "draw"),
-                        bootstrap="wild" if has_chain_dim else "iid",
-                        n_bootstrap=n_bootstrap, rng=rng, kernel=kernel,
-                        preconditioner=preconditioner, client=client,
-                        **estimator_options)
-        mmd_pvalue = np.full((n_chain, n_chain), np.nan)
-        mmd_reliable = np.ones((n_chain, n_chain), dtype=bool)
-        mmd_stride = _mmd_stride(n_chain, n_draw)
-        if n_chain > 1:
-            between = mmd(draws[:, ::mmd_stride], sample_dims=("chain", "draw"),
-                          n_permutations=n_permutations, rng=rng, kernel=kernel,
-                          preconditioner=preconditioner)
-            mmd_pvalue = between["pvalue"].values
-            mmd_reliable = between["pvalue_reliable"].values
-
-    # The i.i.d. floor from the Stein kernel's diagonal, O(N d).
-    _, scores_k = pre.to_kernel_coordinates(draws, scores)
-    diagonal = stein_kernel_diagonal(np.einsum("cnk,cnk->cn", scores_k, scores_k),
-                                     kernel.numba_kind, kernel.numba_params, pre.trace_a)
-    floor = ksd_iid(diagonal.sum(axis=1), n_draw)
-    floor_pooled = ksd_iid(diagonal.sum(), n_chain * n_draw)
-    if estimator_options["estimator"] == "nystrom":
-        # The value the report shows is ksd's (base-kernel landmarks, exact neighbouring
-        # pairs): the test's Stein-kernel features can be lower (Background page,
-        # "Nystrom KSD"); one more O(N m d) pass.
-        values = ksd(draws, score=scores, sample_dims=("chain", "draw"), kernel=kernel,
-                     preconditioner=preconditioner, client=client, rng=rng,
-                     **estimator_options)
-        ksd_chain = values["ksd"].values
-        ksd_pooled = float(values["ksd_pooled"])
-    else:
-        ksd_chain = np.sqrt(np.maximum(test["statistic"].values, 0.0) / n_draw)
-        ksd_pooled = np.sqrt(max(float(test["statistic_pooled"]), 0.0) / (n_chain * n_draw))
-
+    test = _ksd_test_evidence(prepared, has_chain_dim, n_bootstrap, rng, kernel,
+                              preconditioner, client, estimator_options)
+    agreement_p, agreement_ok, mmd_note = _agreement_evidence(draws, n_permutations, rng,
+                                                              kernel, preconditioner)
+    values = ksd(draws, score=scores, sample_dims=("chain", "draw"), kernel=kernel,
+                 preconditioner=preconditioner, client=client, rng=rng, **estimator_options)
     found = None
     if is_labelled(data):
         found = sampler_warnings(data, group=group, chain=prepared.chain, draw=prepared.draw,
                                  sample_dims=("chain", "draw") if sample_dims is None
                                  else tuple(sample_dims))
     divergences = None if found is None else found.divergences
-
     search, not_run = None, "missing_mass=False"
     if missing_mass:
         search, not_run = _search(prepared, model, score, log_density, batched, kernel, pre,
                                   level, rng, compile_mode)
-    search_run = search is not None
-    missing_found = bool(search_run and search.found)
-    missing_summary = search.summary if search_run else ""
 
-    pvalue, reliable = test["pvalue"].values, test["pvalue_reliable"].values
-    effective = test["effective_draws"].values
-    verdicts, reasons = rules.chain_verdicts(
-        pvalue=pvalue, reliable=reliable, effective_draws=effective, level=level,
-        mmd_pvalue=mmd_pvalue, mmd_reliable=mmd_reliable, divergences=divergences,
-        missing_found=missing_found, missing_summary=missing_summary,
-        labels=prepared.chain.tolist())
-    if not search_run:
+    # 3. Decide (stats.verdict holds the rules).
+    evidence = rules.Evidence(
+        pvalue=test["pvalue"].values, reliable=test["pvalue_reliable"].values,
+        pvalue_pooled=float(test["pvalue_pooled"]),
+        reliable_pooled=bool(test["pvalue_reliable_pooled"]),
+        kept_draws=int(test.attrs["n_draw_tested"]),
+        thinning_lag=int(test.attrs["thinning_lag"]), min_kept_draws=MIN_THINNED_DRAWS,
+        n_draw=n_draw, effective_draws_pooled=float(test["effective_draws_pooled"]),
+        agreement_pvalue=agreement_p, agreement_reliable=agreement_ok,
+        divergences=divergences, stuck=_stuck_chains(draws),
+        missing_found=bool(search is not None and search.found),
+        missing_run=search is not None,
+        missing_summary=search.summary if search is not None else "",
+        missing_not_run_reason=not_run, labels=prepared.chain.tolist())
+    verdicts, reasons = rules.chain_verdicts(evidence, level)
+    if search is None:
         reasons = np.array([r + " (conditional: no search for unvisited mass)"
                             if v == rules.FITS else r for v, r in zip(verdicts, reasons)])
-    verdict_pooled, reason_pooled = rules.pooled_verdict(
-        pvalue=float(test["pvalue_pooled"]), reliable=bool(test["pvalue_reliable_pooled"]),
-        effective_draws=float(test["effective_draws_pooled"]), level=level,
-        chain_pvalue=pvalue, chain_reliable=reliable, mmd_pvalue=mmd_pvalue,
-        mmd_reliable=mmd_reliable, divergences=divergences, missing_found=missing_found,
-        missing_summary=missing_summary, missing_run=search_run,
-        missing_not_run_reason=not_run, labels=prepared.chain.tolist())
+    verdict_pooled, reason_pooled = rules.pooled_verdict(evidence, level)
 
+    # 4. Label and report.
     chain = prepared.chain
     data_vars = {
         "verdict": (("chain",), verdicts, {"long_name": "verdict of each chain"}),
         "verdict_pooled": ((), verdict_pooled, {"long_name": "verdict, all chains"}),
         "reason": (("chain",), reasons, {"long_name": "why, each chain"}),
         "reason_pooled": ((), reason_pooled, {"long_name": "why, all chains"}),
-        "ksd": (("chain",), ksd_chain, {"long_name": "KSD of each chain"}),
-        "ksd_pooled": ((), ksd_pooled, {"long_name": "KSD of all chains pooled"}),
-        "ksd_iid": (("chain",), floor, {"long_name": "i.i.d. floor at the draws, each chain"}),
-        "ksd_iid_pooled": ((), floor_pooled, {"long_name": "i.i.d. floor at the draws, pooled"}),
-        "pvalue": (("chain",), pvalue, {"long_name": "KSD test p-value, each chain"}),
-        "pvalue_pooled": ((), float(test["pvalue_pooled"]),
+        "ksd": (("chain",), values["ksd"].values, {"long_name": "KSD of each chain"}),
+        "ksd_pooled": ((), float(values["ksd_pooled"]),
+                       {"long_name": "KSD of all chains pooled"}),
+        "ksd_iid": (("chain",), values["ksd_iid"].values,
+                    {"long_name": "i.i.d. floor at the draws, each chain"}),
+        "ksd_iid_pooled": ((), float(values["ksd_iid_pooled"]),
+                           {"long_name": "i.i.d. floor at the draws, pooled"}),
+        "pvalue": (("chain",), evidence.pvalue, {"long_name": "KSD test p-value, each chain"}),
+        "pvalue_pooled": ((), evidence.pvalue_pooled,
                           {"long_name": "KSD test p-value, pooled"}),
-        "pvalue_reliable": (("chain",), reliable,
+        "pvalue_reliable": (("chain",), evidence.reliable,
                             {"long_name": "whether the KSD p-value can be trusted"}),
-        "pvalue_reliable_pooled": ((), bool(test["pvalue_reliable_pooled"]),
+        "pvalue_reliable_pooled": ((), evidence.reliable_pooled,
                                    {"long_name": "whether the pooled p-value can be trusted"}),
-        "effective_draws": (("chain",), effective,
+        "effective_draws": (("chain",), test["effective_draws"].values,
                             {"long_name": "effective number of draws, draw / tau"}),
-        "effective_draws_pooled": ((), float(test["effective_draws_pooled"]),
+        "effective_draws_pooled": ((), evidence.effective_draws_pooled,
                                    {"long_name": "effective number of draws, all chains"}),
-        "mmd_pvalue": (("chain", "chain_other"), mmd_pvalue,
-                       {"long_name": "MMD test p-value between chains"}),
+        "agreement_pvalue": ((), agreement_p,
+                             {"long_name": "p-value of the MMD test that all chains agree"}),
+        "agreement_reliable": ((), agreement_ok, {
+            "long_name": "whether the p-value of the test of agreement can be trusted"}),
+        "stuck": (("chain",), evidence.stuck,
+                  {"long_name": "every draw of the chain is the same point"}),
     }
     if divergences is not None:
         data_vars["divergences"] = (("chain",), divergences,
@@ -458,25 +501,27 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         "n_tests": n_tests,
         "test_level": level,
         "multiple_testing": "Bonferroni: each test at alpha / n_tests",
-        "missing_mass_search": search.method if search_run else f"not run: {not_run}",
-        **{k: v for k, v in test.attrs.items() if k not in ("space", "score_source")},
+        "thinning_lag": evidence.thinning_lag,
+        "kept_draws": evidence.kept_draws,
+        "draws_needed": rules.more_draws_needed(evidence),
+        "missing_mass_search": search.method if search is not None else f"not run: {not_run}",
+        **{k: v for k, v in test.attrs.items()
+           if k not in ("space", "score_source", "thinning_lag", "n_draw_tested")},
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
     if estimator_note:
         attrs["estimator_note"] = estimator_note
-    if n_chain > 1 and mmd_stride > 1:
-        attrs["mmd_note"] = (f"MMD test between chains on every {mmd_stride}-th draw of each "
-                             "chain (its cost is quadratic in the draws)")
-    if search_run:
-        data_vars["missing_mass_found"] = ((), missing_found,
+    if mmd_note:
+        attrs["mmd_note"] = mmd_note
+    if search is not None:
+        data_vars["missing_mass_found"] = ((), evidence.missing_found,
                                            {"long_name": "unvisited mass found"})
         data_vars["missing_mass_pvalue"] = ((), float(search.pvalue),
                                             {"long_name": "p-value of the search"})
         attrs["missing_mass_summary"] = search.summary
         attrs["n_log_density"] = int(search.n_log_density)
-    coords = {"chain": ("chain", chain), "chain_other": ("chain_other", chain)}
-    result = Diagnosis(data_vars, coords=coords, attrs=attrs)
+    result = Diagnosis(data_vars, coords={"chain": ("chain", chain)}, attrs=attrs)
     result.attrs["report"] = report(result)
     return result
 
@@ -487,7 +532,8 @@ def _next_step(verdict, reason):
     if "divergent" in reason:
         return ("reparameterise (e.g. non-centred) or raise target_accept until the "
                 "divergences are gone, then diagnose again.")
-    if "effective draws" in reason or "autocorrelated" in reason:
+    if ("effective draws" in reason or "autocorrelated" in reason
+            or "independent draws" in reason):
         return "run longer chains (or a better-tuned sampler) and diagnose again."
     if "unvisited mass" in reason:
         return ("the chains missed a mode: start chains from overdispersed points or use a "
@@ -523,11 +569,18 @@ def report(result):
         f"{str(bool(result['pvalue_reliable_pooled'].item())):>8} "
         f"{result['effective_draws_pooled'].item():10.0f}")
     lines.append("")
-    mmd_p = result["mmd_pvalue"].values
-    if mmd_p.shape[0] > 1:
-        off = mmd_p[~np.eye(mmd_p.shape[0], dtype=bool)]
-        lines.append("  chains agree (MMD): smallest p = "
-                     + (f"{np.nanmin(off):.3g}" if np.isfinite(off).any() else "not computed"))
+    level = result.attrs["test_level"]
+    if result.sizes["chain"] > 1:
+        p_agree = float(result["agreement_pvalue"])
+        if not np.isfinite(p_agree) or not bool(result["agreement_reliable"]):
+            said = "not decided (too few blocks of draws per chain)"
+        elif p_agree <= level:
+            said = f"no: the MMD test of agreement rejects (p = {p_agree:.2g} <= {level:.2g})"
+        else:
+            said = f"yes, as far as the MMD test of agreement sees (p = {p_agree:.2g})"
+        lines.append(f"  chains agree: {said}")
+    lines.append(f"  KSD test on every {result.attrs['thinning_lag']}-th draw "
+                 f"({result.attrs['kept_draws']} per chain, nearly independent)")
     if "missing_mass_found" in result:
         lines.append(f"  unvisited mass ({result.attrs['missing_mass_search']}): "
                      f"{result.attrs['missing_mass_summary']}")
@@ -536,7 +589,7 @@ def report(result):
     for note in ("estimator_note", "mmd_note"):
         if note in result.attrs:
             lines.append(f"  {result.attrs[note]}")
-    lines.append(f"  each test at level {result.attrs['test_level']:.2g} = alpha "
+    lines.append(f"  each test at level {level:.2g} = alpha "
                  f"{result.attrs['alpha']:g} / {result.attrs['n_tests']} tests (Bonferroni); "
                  "KSD / floor is a description, not the verdict.")
     pooled_reason = result["reason_pooled"].item()

@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag.stats.mmd import (
+    agreement_statistic,
     auto_block_length,
     block_units,
     far_pair_sums,
@@ -27,6 +28,7 @@ from steindiag.stats.mmd import (
     split_statistic,
 )
 from steindiag.engine.multi_products import base_kernel_unit_sums
+from steindiag.engine.permutations import within_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
 from steindiag.inputs import as_trace, is_labelled, read_input
@@ -46,7 +48,38 @@ _PARTS = 8
 _ROUND_OFF = 1e-12
 
 
-def _mmd_iv(n_permutations, block_length, rng):
+_TESTS = ("pairs", "all")
+# Relabellings evaluated at a time in the test of agreement (bounds the (chunk, U) labels).
+_RELABEL_CHUNK = 256
+
+
+def agreement_pvalue(sums, counts, unit_chain, n_permutations, rng):
+    """p-value of the test that all chains agree: blocks relabelled among the chains.
+
+    ``sums`` and ``counts`` (U, U): kernel sums and pair counts between blocks with the
+    near pairs left out (``stats.mmd.far_pair_sums``); ``unit_chain`` (U,): the chain of
+    each block. Each relabelling is a uniformly random permutation of ``unit_chain``
+    (every chain keeps its number of blocks); the statistic is
+    ``stats.mmd.agreement_statistic``. Returns (observed statistic, p-value), p =
+    (1 + #{relabelled >= observed}) / (1 + n_permutations). O(n_permutations U^2) time.
+    """
+    upper = np.triu(np.ones(sums.shape, dtype=bool), 1)
+    total, total_pairs = float(sums[upper].sum()), float(counts[upper].sum())
+    unit_chain = np.asarray(unit_chain, dtype=np.int64)
+    observed = agreement_statistic(*within_sums(sums, counts, unit_chain[None, :]), total,
+                                   total_pairs)[0]
+    exceed = 0
+    for start in range(0, n_permutations, _RELABEL_CHUNK):
+        count = min(_RELABEL_CHUNK, n_permutations - start)
+        labels = rng.permuted(np.tile(unit_chain, (count, 1)), axis=1)
+        permuted = agreement_statistic(*within_sums(sums, counts, labels), total, total_pairs)
+        exceed += int(np.sum(permuted >= observed))
+    return observed, (1.0 + exceed) / (1.0 + n_permutations)
+
+
+def _mmd_iv(n_permutations, block_length, rng, test="pairs"):
+    if not isinstance(test, str) or test not in _TESTS:
+        raise ValueError(f"test must be one of {list(_TESTS)}; got {test!r}.")
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, numbers.Integral):
         raise TypeError(
             f"n_permutations must be an integer >= 0; got {type(n_permutations).__name__}."
@@ -159,7 +192,7 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
 
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
-        kernel="imq", c=None, beta=None, preconditioner="standardize", group="posterior",
+        test="pairs", kernel="imq", c=None, beta=None, preconditioner="standardize", group="posterior",
         var_names=None, coords=None, sample_dims=None, compile_mode=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
@@ -192,6 +225,14 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         would need 6.4 GB.
     rng : int, numpy.random.Generator or None
         Source of the permutations (``numpy.random.default_rng(rng)``).
+    test : {"pairs", "all"}, default "pairs"
+        Without ``other``, which permutation test: ``"pairs"``, one test for every pair
+        of chains (``pvalue`` (chain, chain_other)); ``"all"``, one test that all chains
+        agree (``pvalue`` (), and ``agreement_statistic`` ()): the blocks of all chains
+        are relabelled among the chains, and the statistic is the mean kernel over pairs
+        of draws in the same chain minus the mean over pairs in different chains. With
+        many chains, "all" is one test instead of C (C - 1) / 2 (no correction for
+        multiple testing needed) and costs O(n_permutations U^2) for U blocks in all.
     kernel : {"imq", "gaussian", "matern32", "matern52"} or kernel object, default "imq"
         The base kernel k, as in :func:`steindiag.ksd` (here k itself, not a Stein
         kernel: MMD needs no score). All four are characteristic on R^d, so MMD is 0 only
@@ -289,7 +330,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     >>> bool(res.pvalue[0, 2] < 0.01), bool(res.pvalue[0, 1] > 0.01)
     (True, True)
     """
-    n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng)
+    n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng, test)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     data, other = as_trace(data, model), as_trace(other, model)
@@ -402,7 +443,17 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     mmd2 = mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
     np.fill_diagonal(mmd2, 0.0)
     coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
-    if n_permutations:
+    if n_permutations and test == "all":
+        statistic, pvalue = (agreement_pvalue(test_sums, test_counts, unit_chain,
+                                              n_permutations, rng)
+                             if testable else (np.nan, np.nan))
+        coords["pvalue"] = ((), pvalue, {"long_name": "p-value of the test that all chains "
+                                                      "agree (blocks relabelled among them)"})
+        coords["pvalue_reliable"] = ((), reliable,
+                                     {"long_name": "whether the p-value can be trusted"})
+        coords["agreement_statistic"] = ((), statistic, {
+            "long_name": "mean kernel within chains minus between chains (far pairs)"})
+    elif n_permutations:
         pvalue = np.full((n_chain, n_chain), np.nan)
         for i in range(n_chain if testable else 0):
             for j in range(i + 1, n_chain):

@@ -6,14 +6,26 @@ tiled pass ``engine.forms.quadratic_forms`` giving w^T K_p w for every column, p
 and pooled -> statistics, p-values -> labelled ``xarray.Dataset``.
 """
 
+import dataclasses
 import numbers
 import warnings
 
 import numpy as np
 import xarray as xr
 
-from steindiag.stats.autocorrelation import integrated_autocorrelation_time
-from steindiag.stats.bootstrap import bootstrap_pvalue, bootstrap_weights, flip_probability
+from steindiag.stats.autocorrelation import (
+    chains_autocorrelation_time,
+    integrated_autocorrelation_time,
+)
+from steindiag.stats.bootstrap import (
+    MIN_POOLED_BLOCKS,
+    MIN_THINNED_DRAWS,
+    bootstrap_pvalue,
+    bootstrap_weights,
+    flip_probability,
+    thin_chains,
+    thinning_lag,
+)
 from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
 from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
@@ -26,7 +38,7 @@ from steindiag._nystrom import check_estimator, nystrom_forms
 
 __all__ = ["ksd_test"]
 
-_BOOTSTRAPS = ("auto", "iid", "wild", "multinomial")
+_BOOTSTRAPS = ("auto", "iid", "wild", "thinned", "multinomial")
 # Below this many expected sign flips in a chain, the wild bootstrap has too few
 # effectively independent pieces to be trusted: warn.
 _MIN_EXPECTED_FLIPS = 10.0
@@ -51,6 +63,27 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
     return int(n_bootstrap), rng, bool(pooled)
 
 
+def _thinned_forms(prepared, pre, kernel, lag, n_block, rng, n_bootstrap, pooled, backend):
+    """Quadratic forms of the thinned test: mean over the ``lag`` offsets o of the forms of
+    the draws o, o + lag, o + 2 lag, ... (``n_block`` of each chain; the earliest
+    n_draw - n_block * lag draws are left out), with one set of independent signs shared
+    by all offsets (the draws of one block of ``lag`` consecutive draws share a sign)."""
+    n_chain, n_draw, _ = prepared.draws.shape
+    weights = bootstrap_weights("iid", rng, n_chain, n_block, n_bootstrap,
+                                np.full(n_chain, 0.5))
+    first = n_draw - n_block * lag
+    per_chain, pooled_forms = 0.0, 0.0
+    for offset in range(lag):
+        index = slice(first + offset, n_draw, lag)
+        chain_forms, all_forms = quadratic_forms(
+            np.ascontiguousarray(prepared.draws[:, index]),
+            np.ascontiguousarray(prepared.scores[:, index]), pre, kernel, weights, pooled,
+            backend=backend)
+        per_chain = per_chain + chain_forms
+        pooled_forms = pooled_forms + (all_forms if pooled else 0.0)
+    return per_chain / lag, (pooled_forms / lag if pooled else None)
+
+
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
              pooled=True, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
@@ -66,10 +99,15 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     Parameters
     ----------
 {params}
-    bootstrap : {{"auto", "iid", "wild", "multinomial"}}, default "auto"
-        ``"wild"``: for MCMC draws; each bootstrap weight vector is a +-1 sign chain
-        that flips with probability a (chosen per chain from its autocorrelation, see
-        Notes). ``"iid"``: independent Rademacher signs (a = 1/2), for independent
+    bootstrap : {{"auto", "iid", "wild", "thinned", "multinomial"}}, default "auto"
+        ``"thinned"``: for MCMC draws, calibrated at every autocorrelation time (the one
+        :func:`diagnose` uses): the statistic is the mean over the L offsets of N_L
+        KSD^2_V of every L-th draw (N_L = draw // L of them per chain), L = 1 + floor(5
+        (tau - 1)), and its bootstrap gives all draws of one block of L consecutive
+        draws the same independent +-1 sign (see Notes). ``"wild"``: for MCMC draws;
+        each bootstrap weight vector is a +-1 sign chain that flips with probability a
+        (chosen per chain from its autocorrelation, see Notes); measured levels up to
+        twice the nominal one in the tail (benchmarks/results/calibration.md). ``"iid"``: independent Rademacher signs (a = 1/2), for independent
         draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the weights of
         Liu, Lee & Jordan 2016, applied here to the V-statistic), for independent draws. ``"auto"``: ``"iid"`` for a
         2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
@@ -99,11 +137,14 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         summed over chains when pooled;
         ``pvalue_reliable`` (chain) and ``pvalue_reliable_pooled`` (): False where the
         p-value cannot be trusted: with the wild bootstrap, a sign chain expected to
-        flip fewer than 10 times (pooled: in any chain). The statistic is returned
+        flip fewer than 10 times (pooled: in any chain); with the thinned one, fewer
+        than 20 blocks of L draws in a chain (pooled: fewer than 20 in all, or 5 in a
+        chain). The statistic is returned
         either way. ``"iid"`` and ``"multinomial"`` assume independent draws and are
         always marked reliable.
         ``attrs``: ``bootstrap`` (the kind used), ``n_bootstrap``, ``flip_probability``,
-        the rule for it, and the kernel and preconditioner as in :func:`steindiag.ksd`.
+        the rule for it, ``thinning_lag`` (L; 1 unless thinned) and ``n_draw_tested``
+        (draws per chain in each thinned subsequence), and the kernel and preconditioner as in :func:`steindiag.ksd`.
 
     Warns
     -----
@@ -126,6 +167,16 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     would read as p = 0 and be rejected at every level. The bootstrap replicates only
     approximate the null distribution, so the level is exact only as N grows (measured
     levels: see the checking page of the docs).
+
+    Thinned bootstrap: draws L apart, L about 5 tau (tau from the chains' mean
+    autocorrelation, largest over the coordinates of the draws and the scores), are
+    nearly independent, so the V-statistic of every L-th draw is a statistic of nearly
+    independent draws, for which independent signs give the null distribution. The
+    statistic averages it over the L offsets (every draw is used once), and the
+    bootstrap keeps the offsets together: the draws of one block of L consecutive draws
+    share a sign. Measured on stationary AR(1) chains with exact N(0, I) marginals (4
+    chains x 1000 draws): levels within binomial error of the nominal one at 0.05 and at
+    0.05 / 7 for tau from 1 to 19 (benchmarks/results/calibration.md).
 
     Wild bootstrap (Chwialkowski et al. 2016): w_1 = +-1 with probability 1/2, and
     w_t = -w_(t-1) with probability a, w_(t-1) otherwise. The signs must stay correlated
@@ -190,19 +241,47 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             np.concatenate([prepared.draws[ch], prepared.scores[ch]], axis=1)).max()
         for ch in range(n_chain)
     ])
+    lag = 1
+    n_used = n_draw
+    if bootstrap == "thinned":
+        # One lag for all chains, so that the blocks form one array: from the largest tau
+        # over the coordinates of the chains' mean autocorrelation (each chain's own
+        # largest tau is noisier, and its maximum over many coordinates biased upwards).
+        common_tau = chains_autocorrelation_time(
+            np.concatenate([prepared.draws, prepared.scores], axis=2)).max()
+        lag = int(thinning_lag(common_tau))
+        n_used = max(n_draw // lag, 1)
+        if estimator == "nystrom":
+            # The Nystrom pass draws its own signs, so the offsets cannot share them: one
+            # thinned subsequence per chain, from a random offset (less power, same level).
+            kept = thin_chains(rng, n_chain, n_draw, lag)
+            rows = np.arange(n_chain)[:, None]
+            prepared = dataclasses.replace(
+                prepared, draws=np.ascontiguousarray(prepared.draws[rows, kept]),
+                scores=np.ascontiguousarray(prepared.scores[rows, kept]), draw=kept[0])
     flip = {"wild": flip_probability(tau), "iid": np.full(n_chain, 0.5),
+            "thinned": np.full(n_chain, 0.5),
             "multinomial": np.full(n_chain, np.nan)}[bootstrap]
     # The p-value is marked unreliable (not only warned about) when a wild bootstrap's
-    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times; pooled, when
-    # any chain's is (its part of the pooled statistic is then badly simulated).
-    expected_flips = n_draw * flip
-    reliable = (expected_flips >= _MIN_EXPECTED_FLIPS if bootstrap == "wild"
-                else np.ones(n_chain, dtype=bool))
+    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times, or when
+    # thinning keeps fewer than MIN_THINNED_DRAWS draws of a chain; pooled, when any
+    # chain's is (its part of the pooled statistic is then badly simulated).
+    expected_flips = n_used * flip
     if bootstrap == "wild":
-        few = np.flatnonzero(~reliable)
-        if few.size:
-            labels = [prepared.chain[ch].item() for ch in few[:10]]
-            more = f" and {few.size - 10} more" if few.size > 10 else ""
+        reliable = expected_flips >= _MIN_EXPECTED_FLIPS
+    elif bootstrap == "thinned":
+        reliable = np.full(n_chain, n_used >= MIN_THINNED_DRAWS)
+        reliable_pooled = (n_used >= MIN_POOLED_BLOCKS
+                           and n_chain * n_used >= MIN_THINNED_DRAWS)
+    else:
+        reliable = np.ones(n_chain, dtype=bool)
+    if bootstrap != "thinned":
+        reliable_pooled = bool(reliable.all())
+    few = np.flatnonzero(~reliable)
+    if few.size:
+        labels = [prepared.chain[ch].item() for ch in few[:10]]
+        more = f" and {few.size - 10} more" if few.size > 10 else ""
+        if bootstrap == "wild":
             warnings.warn(
                 f"ksd_test: chains {labels}{more} have autocorrelation times up to "
                 f"{tau[few].max():.3g} for {n_draw} draws, so the wild bootstrap's sign "
@@ -210,16 +289,28 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                 "p-values are unreliable. Run longer chains.",
                 UserWarning, stacklevel=2,
             )
+        else:
+            warnings.warn(
+                f"ksd_test: chains {labels}{more} have autocorrelation times up to "
+                f"{common_tau:.3g}, so reading every {lag}-th of their {n_draw} draws keeps "
+                f"{n_used}, fewer than {MIN_THINNED_DRAWS}; their p-values are unreliable. "
+                "Run longer chains.",
+                UserWarning, stacklevel=2,
+            )
     if estimator == "nystrom":
         (per_chain, pooled_forms), estimator_attrs = nystrom_forms(
             prepared, pre, kernel, n_landmarks, rng, bootstrap, n_bootstrap, flip, backend)
+    elif bootstrap == "thinned":
+        per_chain, pooled_forms = _thinned_forms(prepared, pre, kernel, lag, n_used, rng,
+                                                 n_bootstrap, pooled, backend)
+        estimator_attrs = {"estimator": "exact"}
     else:
-        weights = bootstrap_weights(bootstrap, rng, n_chain, n_draw, n_bootstrap, flip)
+        weights = bootstrap_weights(bootstrap, rng, n_chain, n_used, n_bootstrap, flip)
         per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
                                                   weights, pooled, backend=backend)
         del weights
         estimator_attrs = {"estimator": "exact"}
-    per_chain /= n_draw
+    per_chain /= n_used
     chain = xr.Variable(("chain",), prepared.chain)
     data_vars = {
         "statistic": (("chain",), per_chain[:, 0],
@@ -241,7 +332,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                             {"long_name": "whether the bootstrap p-value can be trusted"}),
     }
     if pooled:
-        pooled_forms = pooled_forms / (n_chain * n_draw)
+        pooled_forms = pooled_forms / (n_chain * n_used)
         data_vars["statistic_pooled"] = ((), pooled_forms[0],
                                          {"long_name": "N KSD^2_V of all chains pooled"})
         data_vars["pvalue_pooled"] = ((), bootstrap_pvalue(pooled_forms[1:], pooled_forms[0]),
@@ -250,7 +341,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
                                                    {"long_name": "bootstrap statistics, pooled"})
         data_vars["effective_draws_pooled"] = ((), float(np.sum(n_draw / tau)),
                                                {"long_name": "effective draws, all chains"})
-        data_vars["pvalue_reliable_pooled"] = ((), bool(reliable.all()),
+        data_vars["pvalue_reliable_pooled"] = ((), bool(reliable_pooled),
                                                {"long_name": "whether the pooled p-value "
                                                              "can be trusted"})
     attrs = {
@@ -261,9 +352,13 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         "flip_probability_rule": {
             "wild": "a = 1 / (1 + 12 tau), tau the chain's integrated autocorrelation time",
             "iid": "a = 1/2 (independent Rademacher signs)",
+            "thinned": "a = 1/2 (independent Rademacher signs) on every L-th draw, "
+                       "L = 1 + floor(2 (tau - 1)) from the largest tau of the chains",
             "multinomial": "none (centred multinomial counts)",
         }[bootstrap],
         "pvalue_rule": "(1 + #{bootstrap >= statistic}) / (1 + n_bootstrap)",
+        "thinning_lag": lag,
+        "n_draw_tested": n_used,
         **kernel_attrs(prepared, pre, kernel),
         **estimator_attrs,
     }

@@ -152,7 +152,7 @@ def test_one_chain_and_same_seed():
     second = steindiag.diagnose(x, score=-x, rng=3)
     # Truth: randomness only through rng=; a 2-D array is one chain, with no MMD test.
     xr.testing.assert_identical(first, second)
-    assert first.sizes["chain"] == 1 and np.isnan(first["mmd_pvalue"].values).all()
+    assert first.sizes["chain"] == 1 and np.isnan(first["agreement_pvalue"].item())
     assert first.attrs["n_tests"] == 2
 
 
@@ -259,13 +259,17 @@ def test_bad_inputs_as_the_other_functions():
 # ------------------------------------------------------------------------------------
 
 
-def _chain_rules(**changes):
+def _evidence(**changes):
     args = dict(pvalue=np.array([0.5, 0.5]), reliable=np.array([True, True]),
-                effective_draws=np.array([500.0, 500.0]), level=0.01,
-                mmd_pvalue=np.array([[np.nan, 0.5], [0.5, np.nan]]),
-                mmd_reliable=np.ones((2, 2), dtype=bool))
+                pvalue_pooled=0.5, reliable_pooled=True, kept_draws=100, thinning_lag=5,
+                min_kept_draws=20, n_draw=500, effective_draws_pooled=500.0,
+                agreement_pvalue=0.5, agreement_reliable=True)
     args.update(changes)
-    return rules.chain_verdicts(**args)[0].tolist()
+    return rules.Evidence(**args)
+
+
+def _chain_rules(**changes):
+    return rules.chain_verdicts(_evidence(**changes), 0.01)[0].tolist()
 
 
 def test_rules_never_fits_on_unreliable_or_divergent_evidence():
@@ -275,21 +279,28 @@ def test_rules_never_fits_on_unreliable_or_divergent_evidence():
     assert _chain_rules(pvalue=np.array([0.001, 0.5]),
                         reliable=np.array([False, True])) == ["inconclusive", "fits"]
     assert _chain_rules(divergences=np.array([0, 4])) == ["fits", "inconclusive"]
-    assert _chain_rules(mmd_pvalue=np.array([[np.nan, 0.001], [0.001, np.nan]])) == [
-        "inconclusive", "inconclusive"]
+    assert _chain_rules(agreement_pvalue=0.001) == ["inconclusive", "inconclusive"]
     assert _chain_rules(missing_found=True) == ["does not fit", "does not fit"]
-    assert rules.n_tests(4, True) == 4 + 1 + 6 + 1 and rules.n_tests(1, False) == 2
+    assert _chain_rules(stuck=np.array([False, True])) == ["fits", "does not fit"]
+    # C KSD tests, the pooled one, one test of agreement, the search.
+    assert rules.n_tests(4, True) == 4 + 1 + 1 + 1 and rules.n_tests(1, False) == 2
+    assert rules.n_tests(1000, True) == 1003
 
 
-def test_pooled_rule_unreliable_mmd_is_inconclusive():
-    common = dict(pvalue=0.5, reliable=True, effective_draws=1000.0, level=0.01,
-                  chain_pvalue=np.array([0.5, 0.5]), chain_reliable=np.array([True, True]),
-                  mmd_pvalue=np.array([[np.nan, 0.5], [0.5, np.nan]]))
-    # Truth: the documented pooled rule: an MMD test that cannot be trusted leaves the
-    # chains' agreement unchecked.
-    assert rules.pooled_verdict(mmd_reliable=np.ones((2, 2), bool), **common)[0] == "fits"
-    assert rules.pooled_verdict(mmd_reliable=np.zeros((2, 2), bool),
-                                **common)[0] == "inconclusive"
+def test_pooled_rules():
+    pooled = lambda **changes: rules.pooled_verdict(_evidence(**changes), 0.01)[0]  # noqa: E731
+    # Truth: the documented pooled rule, case by case: a test of agreement that cannot be
+    # trusted leaves the chains' agreement unchecked; one that rejects says they differ.
+    assert pooled(missing_run=True) == "fits"
+    assert pooled(agreement_reliable=False) == "inconclusive"
+    assert pooled(agreement_pvalue=0.001) == "does not fit"
+    assert pooled(agreement_pvalue=0.001, agreement_reliable=False) == "inconclusive"
+    assert pooled(reliable_pooled=False) == "inconclusive"
+    assert pooled(stuck=np.array([True, False])) == "does not fit"
+    assert pooled(pvalue=np.array([0.001, 0.5])) == "does not fit"
+    verdict, reason = rules.pooled_verdict(_evidence(reliable_pooled=False, kept_draws=5), 0.01)
+    # kept 5 of 500 per chain, 20 needed: about 500 * 20 / 5 = 2000 draws per chain.
+    assert verdict == "inconclusive" and "2000 draws per chain" in reason
 
 
 # ------------------------------------------------------------------------------------

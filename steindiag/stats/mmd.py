@@ -10,8 +10,9 @@ import numpy as np
 
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
 
-__all__ = ["BLOCK_PER_TAU", "MAX_AUTO_BLOCKS", "auto_block_length", "block_units", "far_pair_sums",
-           "mmd2_from_sums", "permutation_pvalue", "split_statistic"]
+__all__ = ["BLOCK_PER_TAU", "MAX_AUTO_BLOCKS", "agreement_statistic", "auto_block_length",
+           "block_units", "far_pair_sums", "mmd2_from_sums", "permutation_pvalue",
+           "split_statistic"]
 
 
 # Automatic block length: this many integrated autocorrelation times (see ``mmd`` Notes).
@@ -31,6 +32,24 @@ def mmd2_from_sums(sums_xx, sums_yy, sums_xy, n_x, n_y):
     """Unbiased MMD^2 from the three kernel sums (self-pairs excluded from the first two)."""
     return (sums_xx / (n_x * (n_x - 1.0)) + sums_yy / (n_y * (n_y - 1.0))
             - 2.0 * sums_xy / (n_x * n_y))
+
+
+def agreement_statistic(within, within_pairs, total, total_pairs):
+    """Mean kernel over pairs in the same chain minus the mean over pairs in different chains.
+
+    ``within`` and ``within_pairs``: kernel sum and number of pairs over the pairs (of
+    far-apart draws) that lie in the same chain, for one or many labellings; ``total``
+    and ``total_pairs``: the same over all pairs. For two chains of equal size this is
+    half their MMD^2 (with near pairs left out); for C chains it is, up to a factor, the
+    mean of the C (C - 1) / 2 pairwise MMD^2, so one test covers every pair. Draws of one
+    distribution give about 0; chains that sampled different regions give a positive
+    value (draws are closer to their own chain's).
+    """
+    within = np.asarray(within, dtype=np.float64)
+    within_pairs = np.asarray(within_pairs, dtype=np.float64)
+    between = total - within
+    between_pairs = total_pairs - within_pairs
+    return within / within_pairs - between / between_pairs
 
 
 def split_statistic(sums, counts, in_x):

@@ -1,20 +1,25 @@
 """From test results to a verdict: "fits", "does not fit" or "inconclusive" (NumPy only).
 
 The rules of :func:`steindiag.diagnose`, as plain functions of arrays so that they can be
-read and tested on their own. Several tests are combined (the KSD test of every chain and
-of all chains pooled, the MMD test of every pair of chains, the search for unvisited
-mass); the family-wise level is held by Bonferroni's rule: each test is read at level
-alpha / m for m tests, so the probability that any of them rejects a sample drawn from p
-is at most alpha (Holm's step-down procedure would reject the same hypotheses first: a
-verdict only asks whether any test rejects). A p-value marked unreliable is read neither
-way: it can neither reject nor support a fit, so the verdict it decides is
-"inconclusive". See the Background page of the docs, "From numbers to a verdict".
+read and tested on their own. The tests combined are the KSD test of every chain and of
+all chains pooled (on nearly independent draws: every L-th draw, L about twice the
+autocorrelation time), one test that all chains agree (MMD, blocks of draws relabelled
+among the chains), and the search for unvisited mass. Their number grows linearly with
+the chains (C + 3 for C chains). The family-wise level is held by Bonferroni's rule:
+each test is read at level alpha / m for m tests, so the probability that any of them
+rejects a sample drawn from p is at most alpha (Holm's step-down procedure would reject
+the same hypotheses first: a verdict only asks whether any test rejects). A p-value
+marked unreliable is read neither way: it can neither reject nor support a fit, so the
+verdict it decides is "inconclusive". See the Background page of the docs, "From numbers
+to a verdict" and "Calibration on MCMC output".
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "n_tests", "chain_verdicts",
-           "pooled_verdict"]
+__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "Evidence", "n_tests",
+           "chain_verdicts", "pooled_verdict", "more_draws_needed"]
 
 FITS = "fits"
 DOES_NOT_FIT = "does not fit"
@@ -22,43 +27,110 @@ INCONCLUSIVE = "inconclusive"
 VERDICTS = (FITS, DOES_NOT_FIT, INCONCLUSIVE)
 
 
+@dataclass(kw_only=True)
+class Evidence:
+    """What the tests found, as :func:`chain_verdicts` and :func:`pooled_verdict` read it.
+
+    Attributes
+    ----------
+    pvalue, reliable : ndarray (chain,)
+        Each chain's KSD test: p-value and whether it can be trusted.
+    pvalue_pooled, reliable_pooled : float, bool
+        The pooled KSD test.
+    kept_draws : int
+        Draws of each chain the KSD test read (every ``thinning_lag``-th).
+    thinning_lag : int
+        Every how many draws the KSD test read.
+    min_kept_draws : int
+        Fewer kept draws than this: the chain's KSD p-value is not trusted.
+    n_draw : int
+        Draws of each chain.
+    effective_draws_pooled : float
+        Sum over chains of draw / tau.
+    agreement_pvalue, agreement_reliable : float, bool
+        The test that all chains agree (NaN, True for one chain).
+    divergences : ndarray (chain,) of int or None
+        Divergent transitions (None: no sampler statistics).
+    stuck : ndarray (chain,) of bool
+        Chains whose draws are all the same point.
+    missing_found, missing_run : bool
+        The search for unvisited mass: found some, ran at all.
+    missing_summary, missing_not_run_reason : str
+    labels : list
+        The chains' coordinate values, to name them in reasons.
+    """
+
+    pvalue: np.ndarray
+    reliable: np.ndarray
+    pvalue_pooled: float
+    reliable_pooled: bool
+    kept_draws: int
+    thinning_lag: int
+    min_kept_draws: int
+    n_draw: int
+    effective_draws_pooled: float
+    agreement_pvalue: float = np.nan
+    agreement_reliable: bool = True
+    divergences: np.ndarray = None
+    stuck: np.ndarray = None
+    missing_found: bool = False
+    missing_run: bool = False
+    missing_summary: str = ""
+    missing_not_run_reason: str = ""
+    labels: list = None
+
+    def __post_init__(self):
+        self.pvalue = np.asarray(self.pvalue, dtype=np.float64)
+        self.reliable = np.asarray(self.reliable, dtype=bool)
+        n_chain = self.pvalue.shape[0]
+        if self.stuck is None:
+            self.stuck = np.zeros(n_chain, dtype=bool)
+        if self.labels is None:
+            self.labels = list(range(n_chain))
+
+    @property
+    def n_chain(self):
+        return self.pvalue.shape[0]
+
+
 def n_tests(n_chain, missing_mass_run):
-    """Number of tests combined: one KSD test per chain and pooled, one MMD test per pair
-    of chains (none for one chain), and the search for unvisited mass when it is run."""
-    return n_chain + 1 + n_chain * (n_chain - 1) // 2 + int(bool(missing_mass_run))
+    """Number of tests combined: one KSD test per chain and pooled, one test that all
+    chains agree (none for one chain), and the search for unvisited mass when it runs."""
+    return n_chain + 1 + int(n_chain > 1) + int(bool(missing_mass_run))
+
+
+def more_draws_needed(evidence):
+    """About how many draws per chain would give the KSD test enough nearly independent
+    draws: n_draw * min_kept_draws / kept_draws, rounded up to a hundred."""
+    factor = evidence.min_kept_draws / max(evidence.kept_draws, 1)
+    return int(np.ceil(evidence.n_draw * factor / 100.0) * 100)
 
 
 def _p(value):
     return f"p = {value:.2g}"
 
 
-def _rejecting_pairs(mmd_pvalue, mmd_reliable, level):
-    """Boolean (chain, chain): the pairs whose MMD test rejects at ``level`` (reliably)."""
-    pvalue = np.asarray(mmd_pvalue, dtype=np.float64)
-    reliable = np.asarray(mmd_reliable, dtype=bool) & np.isfinite(pvalue)
-    return reliable & (np.nan_to_num(pvalue, nan=1.0) <= level)
+def _agreement_rejects(evidence, level):
+    return (evidence.n_chain > 1 and bool(evidence.agreement_reliable)
+            and np.isfinite(evidence.agreement_pvalue) and evidence.agreement_pvalue <= level)
 
 
-def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_reliable,
-                   divergences=None, missing_found=False, missing_summary="", labels=None):
+def _too_few(evidence, what):
+    return (f"too few nearly independent draws for the KSD test of {what}: reading every "
+            f"{evidence.thinning_lag}-th draw (the "
+            f"autocorrelation time is long) keeps {evidence.kept_draws} of {evidence.n_draw} "
+            f"per chain, fewer than {evidence.min_kept_draws}; about "
+            f"{more_draws_needed(evidence)} draws per chain would decide")
+
+
+def chain_verdicts(evidence, level):
     """The verdict and its reason for each chain.
 
     Parameters
     ----------
-    pvalue, reliable, effective_draws : ndarray (chain,)
-        The chain's KSD test: p-value, whether it can be trusted, draws / tau.
+    evidence : Evidence
     level : float
         The level each test is read at (alpha / number of tests).
-    mmd_pvalue, mmd_reliable : ndarray (chain, chain)
-        MMD p-values between chains (NaN on the diagonal) and their reliability.
-    divergences : ndarray (chain,) of int, optional
-        Divergent transitions of each chain (None: the trace has no sampler statistics).
-    missing_found : bool
-        The search found mass no chain visited (then no chain visited it either).
-    missing_summary : str
-        The search's sentence, quoted in the reason.
-    labels : sequence, optional
-        The chains' coordinate values, to name them in reasons (default: positions).
 
     Returns
     -------
@@ -68,73 +140,57 @@ def chain_verdicts(*, pvalue, reliable, effective_draws, level, mmd_pvalue, mmd_
     -----
     In order, the first rule that applies decides:
 
-    1. the chain's KSD test rejects at ``level`` with a reliable p-value: "does not fit";
-    2. the search found unvisited mass: "does not fit" (what the pooled draws missed,
+    1. every draw of the chain is the same point: "does not fit" (the chain never moved);
+    2. the chain's KSD test rejects at ``level`` with a reliable p-value: "does not fit";
+    3. the search found unvisited mass: "does not fit" (what the pooled draws missed,
        every chain missed);
-    3. the chain's p-value is unreliable (too few effective draws): "inconclusive";
-    4. the chain has divergent transitions: "inconclusive" (the sampler reports regions
+    4. the chain's p-value is unreliable (too few nearly independent draws):
+       "inconclusive";
+    5. the chain has divergent transitions: "inconclusive" (the sampler reports regions
        it could not explore; no test rejected, which does not show they hold no mass);
-    5. the MMD test says it differs from another chain: "inconclusive" (one of the two
-       did not sample p, the test does not say which);
-    6. otherwise "fits".
+    6. the test that all chains agree rejects: "inconclusive" (some chain did not sample
+       p, and the test does not say which);
+    7. otherwise "fits".
     """
-    pvalue = np.asarray(pvalue, dtype=np.float64)
-    n_chain = pvalue.shape[0]
-    labels = list(range(n_chain)) if labels is None else list(labels)
-    differs = _rejecting_pairs(mmd_pvalue, mmd_reliable, level)
-    verdicts = np.empty(n_chain, dtype=object)
-    reasons = np.empty(n_chain, dtype=object)
-    for ch in range(n_chain):
-        divergent = divergences is not None and divergences[ch] > 0
-        if reliable[ch] and pvalue[ch] <= level:
+    e = evidence
+    disagree = _agreement_rejects(e, level)
+    verdicts = np.empty(e.n_chain, dtype=object)
+    reasons = np.empty(e.n_chain, dtype=object)
+    for ch in range(e.n_chain):
+        divergent = e.divergences is not None and e.divergences[ch] > 0
+        if e.stuck[ch]:
             verdict, reason = DOES_NOT_FIT, (
-                f"the KSD test rejects the draws ({_p(pvalue[ch])} <= {level:.2g})")
-        elif missing_found:
-            verdict, reason = DOES_NOT_FIT, f"unvisited mass: {missing_summary}"
-        elif not reliable[ch]:
-            verdict, reason = INCONCLUSIVE, (
-                f"too few effective draws ({effective_draws[ch]:.0f}) for the bootstrap: the "
-                "KSD p-value cannot be trusted")
+                f"the chain never moved: all {e.n_draw} draws are the same point")
+        elif e.reliable[ch] and e.pvalue[ch] <= level:
+            verdict, reason = DOES_NOT_FIT, (
+                f"the KSD test rejects the draws ({_p(e.pvalue[ch])} <= {level:.2g})")
+        elif e.missing_found:
+            verdict, reason = DOES_NOT_FIT, f"unvisited mass: {e.missing_summary}"
+        elif not e.reliable[ch]:
+            verdict, reason = INCONCLUSIVE, _too_few(e, "this chain")
         elif divergent:
             verdict, reason = INCONCLUSIVE, (
-                f"{int(divergences[ch])} divergent transitions: the sampler could not "
-                f"explore part of the target; no test rejected ({_p(pvalue[ch])})")
-        elif differs[ch].any():
-            others = [labels[k] for k in np.flatnonzero(differs[ch])]
+                f"{int(e.divergences[ch])} divergent transitions: the sampler could not "
+                f"explore part of the target; no test rejected ({_p(e.pvalue[ch])})")
+        elif disagree:
             verdict, reason = INCONCLUSIVE, (
-                f"differs from chain(s) {others} (MMD test): one of them did not sample "
-                "the target")
+                f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}): "
+                "some chain did not sample the target, and the test does not say which; "
+                f"this chain's own KSD test did not reject ({_p(e.pvalue[ch])})")
         else:
-            verdict, reason = FITS, f"no test rejected (KSD {_p(pvalue[ch])})"
+            verdict, reason = FITS, f"no test rejected (KSD {_p(e.pvalue[ch])})"
         verdicts[ch], reasons[ch] = verdict, reason
     return verdicts.astype(str), reasons.astype(str)
 
 
-def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, chain_reliable,
-                   mmd_pvalue, mmd_reliable, divergences=None, missing_found=False,
-                   missing_summary="", missing_run=True, missing_not_run_reason="",
-                   labels=None):
+def pooled_verdict(evidence, level):
     """The verdict and its reason for all chains together.
 
     Parameters
     ----------
-    pvalue, reliable, effective_draws : float, bool, float
-        The pooled KSD test.
+    evidence : Evidence
     level : float
         The level each test is read at (alpha / number of tests).
-    chain_pvalue, chain_reliable : ndarray (chain,)
-        The KSD test of each chain.
-    mmd_pvalue, mmd_reliable : ndarray (chain, chain)
-        MMD p-values between chains and their reliability.
-    divergences : ndarray (chain,) of int, optional
-    missing_found, missing_summary : bool, str
-        The search for unvisited mass.
-    missing_run : bool
-        Whether the search ran; a "fits" without it says so.
-    missing_not_run_reason : str
-        Why it did not run.
-    labels : sequence, optional
-        The chains' coordinate values, to name them in reasons (default: positions).
 
     Returns
     -------
@@ -142,53 +198,53 @@ def pooled_verdict(*, pvalue, reliable, effective_draws, level, chain_pvalue, ch
 
     Notes
     -----
-    "does not fit" when any test rejects reliably at ``level`` (the pooled or a chain's
-    KSD test, the MMD test between two chains: chains of one target have one
-    distribution, or the search for unvisited mass); otherwise "inconclusive" when the
-    sampler reported divergent transitions or a p-value that would decide is unreliable
-    (the pooled KSD test, an MMD test), with every such doubt in the reason; otherwise
-    "fits".
+    "does not fit" when a chain never moved, or any test rejects reliably at ``level``
+    (the pooled or a chain's KSD test, the test that all chains agree: chains of one
+    target have one distribution, or the search for unvisited mass); otherwise
+    "inconclusive" when the sampler reported divergent transitions or a p-value that
+    would decide is unreliable (the pooled KSD test, the test of agreement), with every
+    such doubt in the reason; otherwise "fits" (said to be conditional when the search
+    for unvisited mass did not run).
     """
-    chain_pvalue = np.asarray(chain_pvalue, dtype=np.float64)
-    chain_reliable = np.asarray(chain_reliable, dtype=bool)
-    differs = _rejecting_pairs(mmd_pvalue, mmd_reliable, level)
-    rejecting_chains = np.flatnonzero(chain_reliable & (chain_pvalue <= level))
-    n_chain = chain_pvalue.shape[0]
-    labels = list(range(n_chain)) if labels is None else list(labels)
-    if reliable and pvalue <= level:
-        return DOES_NOT_FIT, f"the KSD test rejects the draws ({_p(pvalue)} <= {level:.2g})"
-    if rejecting_chains.size:
+    e = evidence
+    labels = e.labels
+    rejecting = np.flatnonzero(e.reliable & (e.pvalue <= level))
+    if e.stuck.any():
+        stuck = [labels[k] for k in np.flatnonzero(e.stuck)]
+        return DOES_NOT_FIT, (f"chain(s) {stuck} never moved: all {e.n_draw} draws of each "
+                              "are the same point")
+    if e.reliable_pooled and e.pvalue_pooled <= level:
+        return DOES_NOT_FIT, (f"the KSD test rejects the draws ({_p(e.pvalue_pooled)} <= "
+                              f"{level:.2g})")
+    if rejecting.size:
         return DOES_NOT_FIT, (
-            f"the KSD test rejects chain(s) {[labels[k] for k in rejecting_chains]} "
-            f"(smallest {_p(chain_pvalue[rejecting_chains].min())} <= {level:.2g})")
-    if missing_found:
-        return DOES_NOT_FIT, f"unvisited mass: {missing_summary}"
-    if differs.any():
-        i, j = np.argwhere(np.triu(differs))[0]
+            f"the KSD test rejects chain(s) {[labels[k] for k in rejecting]} "
+            f"(smallest {_p(e.pvalue[rejecting].min())} <= {level:.2g})")
+    if e.missing_found:
+        return DOES_NOT_FIT, f"unvisited mass: {e.missing_summary}"
+    if _agreement_rejects(e, level):
         return DOES_NOT_FIT, (
-            f"the chains disagree: the MMD test rejects chains {labels[i]} and {labels[j]} "
-            f"({_p(np.asarray(mmd_pvalue)[i, j])} <= {level:.2g}); chains of one target "
-            "have one distribution")
+            f"the chains disagree: the MMD test of agreement among all chains rejects "
+            f"({_p(e.agreement_pvalue)} <= {level:.2g}); chains of one target have one "
+            "distribution")
     doubts = []
-    if divergences is not None and np.sum(divergences) > 0:
+    if e.divergences is not None and np.sum(e.divergences) > 0:
         doubts.append(
-            f"{int(np.sum(divergences))} divergent transitions: the sampler could not explore "
-            f"part of the target, and no test rejected ({_p(pvalue)}); that does not show the "
-            "unexplored part holds no mass")
-    if not reliable:
+            f"{int(np.sum(e.divergences))} divergent transitions: the sampler could not "
+            f"explore part of the target, and no test rejected ({_p(e.pvalue_pooled)}); that "
+            "does not show the unexplored part holds no mass")
+    if not e.reliable_pooled:
+        doubts.append(_too_few(e, "the chains") + f" ({e.effective_draws_pooled:.0f} "
+                      "effective draws in all)")
+    if e.n_chain > 1 and not e.agreement_reliable:
         doubts.append(
-            f"too few effective draws ({effective_draws:.0f} in all, too few in some chain) "
-            "for the bootstrap: the KSD p-values cannot be trusted")
-    mmd_reliable = np.asarray(mmd_reliable, dtype=bool)
-    if n_chain > 1 and not mmd_reliable[~np.eye(n_chain, dtype=bool)].all():
-        doubts.append(
-            "the chains are too autocorrelated for the MMD test between them: whether they "
-            "agree cannot be checked")
+            "the chains are too autocorrelated for the MMD test of agreement (fewer than 10 "
+            "blocks per chain): whether they agree cannot be checked")
     if doubts:
         return INCONCLUSIVE, "; ".join(doubts)
-    reason = f"no test rejected (KSD {_p(pvalue)})"
-    if not missing_run:
+    reason = f"no test rejected (KSD {_p(e.pvalue_pooled)})"
+    if not e.missing_run:
         reason += (f"; conditional: the search for unvisited mass was not run "
-                   f"({missing_not_run_reason}), and KSD alone is blind to modes the chains "
+                   f"({e.missing_not_run_reason}), and KSD alone is blind to modes the chains "
                    "never visited")
     return FITS, reason
