@@ -829,10 +829,12 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
     of the draws' own distances), the mode is *joined*: p's mass leads from it to where
     the chains were, and it counts as visited. Only modes whose chains stay apart
     count as unvisited: a separated mode holds its chains, a funnel's neck releases
-    them into the typical set. (The rule was chosen by measurement: on healthy NUTS runs
-    of non-centred hierarchical models the chains from the neck joined the draws in
-    every run, while chains started at the missed mode of a two-mode mixture never
-    did; see ``benchmarks/results/missing_mass.md``.)
+    them into the typical set. A neck too deep for the short chains to leave is caught
+    by a second check: the unvisited share is also the unvisited modes' Laplace mass
+    against the mass of the region the draws cover (reciprocal importance sampling,
+    Gelfand & Dey 1994), and the smaller of the two shares counts. (Measured: no false
+    alarm in 70 searches on healthy NUTS runs of three non-centred hierarchical models,
+    and power 19-20 of 20 on separated modes; see ``benchmarks/results/missing_mass.md``.)
 
     With M the relative mass of the unvisited modes, C the draws in their cores and ESS
     the draws' effective number (sum over chains of draw / tau), the p-value is the
