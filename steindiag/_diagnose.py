@@ -24,7 +24,7 @@ from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.stats import verdict as rules
-from steindiag.stats.bootstrap import MIN_THINNED_DRAWS
+from steindiag.stats.bootstrap import MIN_THINNED_DRAWS, max_statistic_pvalues
 
 __all__ = ["diagnose", "Diagnosis"]
 
@@ -210,10 +210,9 @@ def _search(prepared, model, score, log_density, batched, kernel, pre, level, rn
         # then the score at the same point (as the optimiser asks) cost one evaluation.
         log_p, score_fn = model_functions(model, mode=mode)
     else:
+        # None for a score given as an array: the search then uses finite differences of
+        # log p (its summary says so).
         score_fn = score_function(score, model, batched=batched, mode=mode)
-    if score_fn is None:
-        return None, ("the score is an array, so it cannot be evaluated at new points: pass "
-                      "score= as a callable")
     from steindiag.methods.missing_mass import search_missing_mass
 
     starts = None
@@ -227,6 +226,8 @@ def _search(prepared, model, score, log_density, batched, kernel, pre, level, rn
     result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,
                                  score=score_fn, kernel=kernel, preconditioner=pre, rng=rng,
                                  alpha=level, starts=starts)
+    if result.skipped:
+        return None, result.skipped
     return result, ""
 
 
@@ -336,11 +337,15 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
 
     Notes
     -----
-    The verdict combines tests of the null "the draws are from p": the KSD test of every
-    chain and of all chains pooled, one MMD test that all chains agree (draws of one
-    target have one distribution), and, with log p, the search for modes no draw
-    visited: C + 3 tests for C chains, each read at level alpha / (C + 3) (Bonferroni),
-    so the chance that draws from p get any "does not fit" is at most alpha.
+    The verdict combines tests of the null "the draws are from p": the KSD tests of the
+    chains, the KSD test of all chains pooled, one MMD test that all chains agree (draws
+    of one target have one distribution), and, with log p, the search for modes no draw
+    visited. The chains' KSD tests form one family, read through max-T adjusted
+    p-values (Westfall & Young 1993: each chain's statistic, standardised by its own
+    bootstrap replicates, against the largest standardised replicate over the chains),
+    so there are at most 4 tests whatever the number of chains, each read at level
+    alpha / 4 (Bonferroni), and the chance that draws from p get any "does not fit" is
+    at most alpha.
 
     The KSD test reads every L-th draw of each chain, L = 1 + floor(2 (tau - 1)) with tau
     the largest integrated autocorrelation time of the chains' draws and scores: the
@@ -382,6 +387,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     on kernelized Stein discrepancy, ICML.
     Wenliang & Kanagawa (2020), Blindness of score-based methods to isolated components
     and mixing proportions.
+    Westfall & Young (1993), Resampling-Based Multiple Testing, Wiley.
 
     Examples
     --------
@@ -410,9 +416,9 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     has_chain_dim = has_chain_dimension(data, sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
-    # The search needs log p and a score it can evaluate at new points.
-    search_possible = (bool(missing_mass) and (log_density is not None or model is not None)
-                       and (callable(score) or (score is None and model is not None)))
+    # The search needs log p (the gradient, when the score is an array, from finite
+    # differences of log p).
+    search_possible = bool(missing_mass) and (log_density is not None or model is not None)
     n_tests = rules.n_tests(n_chain, search_possible)
     level = alpha / n_tests
     n_bootstrap = _replicates(n_bootstrap, "n_bootstrap", level, alpha, n_tests)
@@ -441,8 +447,14 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                                   level, rng, compile_mode)
 
     # 3. Decide (stats.verdict holds the rules).
+    reliable = test["pvalue_reliable"].values
+    # The chains' tests as one family: max-T adjusted p-values (one test, any number of
+    # chains); a chain whose test cannot be trusted takes no part.
+    chain_pvalue = max_statistic_pvalues(test["statistic"].values,
+                                         test["bootstrap_statistic"].values, reliable)
+    chain_pvalue = np.where(reliable, chain_pvalue, test["pvalue"].values)
     evidence = rules.Evidence(
-        pvalue=test["pvalue"].values, reliable=test["pvalue_reliable"].values,
+        pvalue=chain_pvalue, reliable=reliable,
         pvalue_pooled=float(test["pvalue_pooled"]),
         reliable_pooled=bool(test["pvalue_reliable_pooled"]),
         kept_draws=int(test.attrs["n_draw_tested"]),
@@ -474,7 +486,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                     {"long_name": "i.i.d. floor at the draws, each chain"}),
         "ksd_iid_pooled": ((), float(values["ksd_iid_pooled"]),
                            {"long_name": "i.i.d. floor at the draws, pooled"}),
-        "pvalue": (("chain",), evidence.pvalue, {"long_name": "KSD test p-value, each chain"}),
+        "pvalue": (("chain",), evidence.pvalue, {
+            "long_name": "KSD test p-value, each chain, adjusted for the family of the "
+                         "chains' tests (max-T)"}),
+        "pvalue_unadjusted": (("chain",), test["pvalue"].values,
+                              {"long_name": "KSD test p-value of the chain on its own"}),
         "pvalue_pooled": ((), evidence.pvalue_pooled,
                           {"long_name": "KSD test p-value, pooled"}),
         "pvalue_reliable": (("chain",), evidence.reliable,

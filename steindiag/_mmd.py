@@ -365,7 +365,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         lengths = [s.shape[1] for s in samples]
     else:
         if block_length == "auto":
-            block_length, tau = auto_block_length(samples)
+            block_length, tau = auto_block_length(
+                samples, mean_over_chains=test == "all" and other is None)
         lengths = [min(block_length, s.shape[1]) for s in samples]
     units, blocks_per_chain, unit_chain = [], [], []
     offset = 0
@@ -383,6 +384,10 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     # 3 blocks: no pair of blocks is far enough apart) or marked unreliable, and a warning.
     testable = min(blocks_per_chain) >= 3
     reliable = min(blocks_per_chain) >= _MIN_BLOCKS
+    if test == "all" and other is None:
+        # One test over all chains: what it needs is far pairs within every chain (3
+        # blocks) and enough blocks in all to relabel, not 10 blocks in each chain.
+        reliable = testable and sum(blocks_per_chain) * n_chain >= 2 * _MIN_BLOCKS
     if n_permutations and not reliable:
         warnings.warn(
             f"mmd: blocks of {block_length} draws leave only {min(blocks_per_chain)} blocks "

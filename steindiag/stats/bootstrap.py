@@ -11,7 +11,7 @@ Background page of the docs.
 
 import numpy as np
 
-__all__ = ["MIN_POOLED_BLOCKS", "MIN_THINNED_DRAWS", "bootstrap_pvalue", "bootstrap_weights", "flip_probability",
+__all__ = ["MIN_POOLED_BLOCKS", "MIN_THINNED_DRAWS", "bootstrap_pvalue", "max_statistic_pvalues", "bootstrap_weights", "flip_probability",
            "multinomial_weights", "sign_chains", "thin_chains", "thinning_lag"]
 
 
@@ -121,3 +121,41 @@ def bootstrap_pvalue(bootstrap_statistics, observed):
     """(1 + #{b : B_b >= observed}) / (1 + B), along the last axis."""
     exceed = np.sum(bootstrap_statistics >= observed[..., None], axis=-1)
     return (1.0 + exceed) / (1.0 + bootstrap_statistics.shape[-1])
+
+
+def max_statistic_pvalues(statistic, replicates, include):
+    """Family-wise adjusted p-values of the chains' tests, from their joint bootstrap.
+
+    Parameters
+    ----------
+    statistic : ndarray (chain,)
+        Each chain's observed statistic.
+    replicates : ndarray (chain, B)
+        Each chain's bootstrap statistics; replicate b of every chain comes from one
+        draw of independent signs, so column b is one draw of the chains' joint null.
+    include : ndarray (chain,) of bool
+        The chains taking part (the others get NaN).
+
+    Returns
+    -------
+    ndarray (chain,)
+        p_c = (1 + #{b : max_k z*_kb >= z_c}) / (1 + B), with z the statistic
+        standardised by the mean and standard deviation of the chain's own replicates
+        (the max-T procedure of Westfall & Young 1993). Rejecting every chain with
+        p_c <= alpha has family-wise level alpha over all chains whatever their number,
+        and needs about 20 / alpha replicates, not 20 C / alpha as Bonferroni's rule does.
+    """
+    statistic = np.asarray(statistic, dtype=np.float64)
+    replicates = np.asarray(replicates, dtype=np.float64)
+    include = np.asarray(include, dtype=bool)
+    pvalue = np.full(statistic.shape, np.nan)
+    if not include.any():
+        return pvalue
+    mean = replicates[include].mean(axis=1)
+    spread = replicates[include].std(axis=1)
+    spread = np.where(spread > 0, spread, np.finfo(np.float64).tiny)
+    observed = (statistic[include] - mean) / spread
+    largest = ((replicates[include] - mean[:, None]) / spread[:, None]).max(axis=0)
+    exceed = np.sum(largest[None, :] >= observed[:, None], axis=1)
+    pvalue[include] = (1.0 + exceed) / (1.0 + replicates.shape[1])
+    return pvalue

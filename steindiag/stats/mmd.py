@@ -8,7 +8,10 @@ here without touching the draws again. See the Background page of the docs.
 
 import numpy as np
 
-from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.autocorrelation import (
+    chains_autocorrelation_time,
+    integrated_autocorrelation_time,
+)
 
 __all__ = ["BLOCK_PER_TAU", "MAX_AUTO_BLOCKS", "agreement_statistic", "auto_block_length",
            "block_units", "far_pair_sums", "mmd2_from_sums", "permutation_pvalue",
@@ -115,10 +118,18 @@ def block_units(n_chain, n_draw, block_length):
     return np.asarray(per_chain + [n_chain * n_draw], dtype=np.int64), n_blocks
 
 
-def auto_block_length(draws_list):
-    """max(ceil(5 tau), ceil(T / 100)) over the samples, tau the largest over chains."""
-    tau = max(integrated_autocorrelation_time(chain_draws).max()
-              for draws in draws_list for chain_draws in draws)
+def auto_block_length(draws_list, mean_over_chains=False):
+    """max(ceil(5 tau), ceil(T / 100)) over the samples, tau the largest over chains.
+
+    ``mean_over_chains``: tau from the chains' mean autocorrelation instead
+    (``chains_autocorrelation_time``), the largest over the coordinates: with many short
+    chains the largest of the chains' own estimates is mostly noise.
+    """
+    if mean_over_chains:
+        tau = max(chains_autocorrelation_time(draws).max() for draws in draws_list)
+    else:
+        tau = max(integrated_autocorrelation_time(chain_draws).max()
+                  for draws in draws_list for chain_draws in draws)
     longest = max(draws.shape[1] for draws in draws_list)
     length = max(int(np.ceil(BLOCK_PER_TAU * tau)), -(-longest // MAX_AUTO_BLOCKS))
     return length, float(tau)

@@ -1,11 +1,12 @@
 """From test results to a verdict: "fits", "does not fit" or "inconclusive" (NumPy only).
 
 The rules of :func:`steindiag.diagnose`, as plain functions of arrays so that they can be
-read and tested on their own. The tests combined are the KSD test of every chain and of
-all chains pooled (on nearly independent draws: every L-th draw, L about twice the
-autocorrelation time), one test that all chains agree (MMD, blocks of draws relabelled
-among the chains), and the search for unvisited mass. Their number grows linearly with
-the chains (C + 3 for C chains). The family-wise level is held by Bonferroni's rule:
+read and tested on their own. The tests combined are the KSD tests of the chains (one
+family: max-T adjusted p-values, so any number of chains counts as one test), the KSD
+test of all chains pooled (both on nearly independent draws: every L-th draw, L about
+five autocorrelation times, from every offset), one test that all chains agree (MMD,
+blocks of draws relabelled among the chains), and the search for unvisited mass: at
+most 4 tests, whatever the number of chains. The family-wise level is held by Bonferroni's rule:
 each test is read at level alpha / m for m tests, so the probability that any of them
 rejects a sample drawn from p is at most alpha (Holm's step-down procedure would reject
 the same hypotheses first: a verdict only asks whether any test rejects). A p-value
@@ -34,7 +35,8 @@ class Evidence:
     Attributes
     ----------
     pvalue, reliable : ndarray (chain,)
-        Each chain's KSD test: p-value and whether it can be trusted.
+        Each chain's KSD test: p-value, adjusted for the family of the chains' tests,
+        and whether it can be trusted.
     pvalue_pooled, reliable_pooled : float, bool
         The pooled KSD test.
     kept_draws : int
@@ -94,9 +96,10 @@ class Evidence:
 
 
 def n_tests(n_chain, missing_mass_run):
-    """Number of tests combined: one KSD test per chain and pooled, one test that all
-    chains agree (none for one chain), and the search for unvisited mass when it runs."""
-    return n_chain + 1 + int(n_chain > 1) + int(bool(missing_mass_run))
+    """Number of tests combined: the KSD tests of the chains (one family, read through
+    family-wise adjusted p-values), the pooled KSD test, one test that all chains agree
+    (none for one chain), and the search for unvisited mass when it runs."""
+    return 2 + int(n_chain > 1) + int(bool(missing_mass_run))
 
 
 def more_draws_needed(evidence):
