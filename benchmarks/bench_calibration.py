@@ -592,10 +592,35 @@ def prepare_code(reference):
 
 
 def read_rows():
+    """Rows of the JSONL; a line that is not one JSON object (an interrupted write) is
+    skipped with a message on stderr."""
     if not JSONL.exists():
         return []
+    rows, broken = [], 0
     with JSONL.open() as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                broken += 1
+    if broken:
+        print(f"{JSONL}: {broken} unreadable lines skipped", file=sys.stderr)
+    return rows
+
+
+def append_rows(rows):
+    """Append rows with one write() on an O_APPEND descriptor, so that runs of several
+    processes (or people) writing to the same file do not interleave within a line."""
+    text = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    descriptor = os.open(JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(descriptor, text)
+        while written < len(text):  # a short write (rare): finish it
+            written += os.write(descriptor, text[written:])
+    finally:
+        os.close(descriptor)
 
 
 def warm_up():
@@ -714,30 +739,24 @@ def main():
                 initializer=warm_up)
         else:
             warm_up()
-        with JSONL.open("a") as handle:
-            def output(rows):
-                for row in rows:
-                    handle.write(json.dumps(row) + "\n")
-                handle.flush()
-
-            for name in names:
-                tasks = []
-                for rep in range(reps):
-                    variants = [v for v in args.variants
-                                if args.force or (commit, name, v, rep) not in existing]
-                    if not variants:
-                        continue
-                    if args.pymc:
-                        tasks.append((name.removeprefix("pymc-"), rep, variants, commit,
-                                      args.pymc_draws, 2024))
-                    else:
-                        tasks.append((name, rep, variants, commit))
-                if not tasks:
-                    print(f"{name}: {reps} runs already recorded for {commit}", flush=True)
+        for name in names:
+            tasks = []
+            for rep in range(reps):
+                variants = [v for v in args.variants
+                            if args.force or (commit, name, v, rep) not in existing]
+                if not variants:
                     continue
-                done, seconds = execute(tasks, run_pymc if args.pymc else run_one,
-                                        args.workers, args.budget, output)
-                print(f"{name}: {done} of {len(tasks)} runs in {seconds:.0f} s", flush=True)
+                if args.pymc:
+                    tasks.append((name.removeprefix("pymc-"), rep, variants, commit,
+                                  args.pymc_draws, 2024))
+                else:
+                    tasks.append((name, rep, variants, commit))
+            if not tasks:
+                print(f"{name}: {reps} runs already recorded for {commit}", flush=True)
+                continue
+            done, seconds = execute(tasks, run_pymc if args.pymc else run_one,
+                                    args.workers, args.budget, append_rows)
+            print(f"{name}: {done} of {len(tasks)} runs in {seconds:.0f} s", flush=True)
         if EXECUTOR is not None:
             EXECUTOR.shutdown()
 
