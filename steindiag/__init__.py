@@ -8,6 +8,7 @@ from steindiag._mmd import mmd
 from steindiag._diagnose import Diagnosis, diagnose
 from steindiag.estimation import MinKSDFit, min_ksd_fit
 from steindiag.scores import add_scores
+from steindiag.control_variates import control_variates
 from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.variational import SteinVariational, stein_variational
@@ -36,6 +37,7 @@ __all__ = [
     "plot_mmd",
     "stein_weights",
     "weighted_summary",
+    "control_variates",
     "stein_thin",
     "SteinThinning",
     "SteinWeightsError",

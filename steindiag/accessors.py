@@ -58,6 +58,12 @@ class SteinAccessor:
 
         return steindiag.diagnose(self._obj, model, **kwargs)
 
+    def control_variates(self, model=None, **kwargs):
+        """``steindiag.control_variates(trace, model, **kwargs)``; see :func:`steindiag.control_variates`."""
+        import steindiag
+
+        return steindiag.control_variates(self._obj, model, **kwargs)
+
     def mmd(self, other=None, **kwargs):
         """``steindiag.mmd(trace, other, **kwargs)``; see :func:`steindiag.mmd`."""
         import steindiag
