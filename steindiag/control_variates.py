@@ -108,6 +108,11 @@ def _trace_rows(dataset, n_chain, n_draw):
     return labels, columns
 
 
+def _plain(value):
+    """A coordinate value as Python writes it (1, not np.int64(1))."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _function_values(name, function, argument, chain, draw):
     """Per-draw values of one user function, checked: shape (chain, draw)."""
     n_chain, n_draw = len(chain), len(draw)
@@ -154,7 +159,7 @@ def _function_values(name, function, argument, chain, draw):
         c, t = np.argwhere(bad)[0]
         raise ValueError(
             f"functions[{name!r}] is not finite at {int(bad.sum())} draw(s), first "
-            f"(chain={chain[c]!r}, draw={draw[t]!r}): {values[c, t]}."
+            f"(chain={_plain(chain[c])!r}, draw={_plain(draw[t])!r}): {values[c, t]}."
         )
     return values
 
@@ -186,7 +191,7 @@ def _rows(data, prepared, functions, group, var_names, coords):
         c, t, k = np.argwhere(bad)[0]
         raise ValueError(
             f"the trace's values are not finite: {labels[k]} at (chain="
-            f"{prepared.chain[c]!r}, draw={prepared.draw[t]!r}); select finite draws with "
+            f"{_plain(prepared.chain[c])!r}, draw={_plain(prepared.draw[t])!r}); select finite draws with "
             "coords= or var_names=."
         )
     return labels, values

@@ -1,0 +1,308 @@
+"""Stein control variates (issue 28): exactness, honest error bars, labels, bad input.
+
+Truth comes from closed forms (Gaussian moments), from ArviZ itself (its mcse_mean and
+az.summary's labels), from the plain-NumPy Stein kernel of tests/reference.py, and from
+repeated independent runs of chains valid by construction (stationary Gaussian AR(1)).
+"""
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import steindiag
+from steindiag.methods.control_variates import (
+    fold_labels,
+    polynomial_design,
+    ridge_cross_fit,
+    stein_kernel_matrix,
+)
+from steindiag.stats.mcse import mcse_mean
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reference import imq_stein_kernel_matrix  # noqa: E402
+
+
+def _gaussian(rng, d):
+    mu = rng.normal(0.0, 2.0, d)
+    factor = rng.standard_normal((d, d))
+    sigma = factor @ factor.T + 0.5 * np.eye(d)
+    return mu, sigma
+
+
+def _ar1_chains(rng, mu, sigma, n_chain, n_draw, rho):
+    """Stationary Gaussian AR(1): marginal N(mu, Sigma) exactly at every draw."""
+    chol = np.linalg.cholesky(sigma)
+    noise = rng.standard_normal((n_chain, n_draw, len(mu))) @ chol.T
+    z = np.empty_like(noise)
+    z[:, 0] = noise[:, 0]
+    for t in range(1, n_draw):
+        z[:, t] = rho * z[:, t - 1] + np.sqrt(1.0 - rho * rho) * noise[:, t]
+    return mu + z
+
+
+def _score(x, mu, sigma):
+    return -(x - mu) @ np.linalg.inv(sigma)
+
+
+# -- ArviZ's MCSE ---------------------------------------------------------------------------
+
+
+def test_mcse_mean_is_arvizs():
+    az = pytest.importorskip("arviz")
+    rng = np.random.default_rng(3)
+    x = _ar1_chains(rng, np.zeros(3), np.eye(3), 3, 201, 0.8)
+    ours = mcse_mean(x)
+    for k in range(3):
+        # truth: ArviZ's own mcse (ArviZ 0.x: az.mcse on an array; 1.x: the array layer)
+        if int(az.__version__.split(".")[0]) >= 1:
+            from arviz_stats.base import array_stats
+            theirs = array_stats.mcse(x[:, :, k], method="mean", chain_axis=-2, draw_axis=-1)
+        else:
+            theirs = az.mcse(x[:, :, k], method="mean")
+        assert ours[k] == pytest.approx(float(np.asarray(theirs).ravel()[0]), rel=1e-12)
+
+
+# -- exactness (closed forms) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 50), (4, 50)])
+def test_first_order_is_exact_for_means_of_a_gaussian(shape):
+    rng = np.random.default_rng(11)
+    mu, sigma = _gaussian(rng, 3)
+    x = rng.multivariate_normal(mu, sigma, size=shape)
+    res = steindiag.control_variates(x, score=_score(x, mu, sigma), method="polynomial1")
+    # truth: E[x_j] = mu_j; x_j = mu_j - (Sigma s)_j lies in the span of 1 and s
+    np.testing.assert_allclose(res["mean_cv"].values, mu, atol=1e-10, rtol=0)
+    assert res.attrs["method"] == "polynomial1"
+
+
+@pytest.mark.parametrize("method", ["polynomial2", "regularised"])
+def test_second_order_is_exact_for_second_moments_of_a_gaussian(method):
+    rng = np.random.default_rng(12)
+    d = 3
+    mu, sigma = _gaussian(rng, d)
+    x = rng.multivariate_normal(mu, sigma, size=50)
+    pairs = [(j, k) for j in range(d) for k in range(j, d)]
+    functions = {f"x{j}x{k}": (lambda draws, j=j, k=k: draws[..., j] * draws[..., k])
+                 for j, k in pairs}
+    res = steindiag.control_variates(x, score=_score(x, mu, sigma), method=method,
+                                     functions=functions)
+    for j, k in pairs:
+        # truth: E[x_j x_k] = Sigma_jk + mu_j mu_k
+        assert res["mean_cv"].sel(label=f"x{j}x{k}").item() == pytest.approx(
+            sigma[j, k] + mu[j] * mu[k], abs=1e-10, rel=0)
+    # truth: the sd of x_j is sqrt(Sigma_jj)
+    np.testing.assert_allclose(res["sd_cv"].values[:d], np.sqrt(np.diag(sigma)), atol=1e-10)
+
+
+def test_kernel_method_is_semi_exact_for_linear_functions():
+    rng = np.random.default_rng(13)
+    mu, sigma = _gaussian(rng, 2)
+    x = rng.multivariate_normal(mu, sigma, size=(2, 60))
+    res = steindiag.control_variates(x, score=_score(x, mu, sigma), method="kernel")
+    # truth: E[x_j] = mu_j, in the span of the semi-exact polynomial part
+    np.testing.assert_allclose(res["mean_cv"].values, mu, atol=1e-8, rtol=0)
+
+
+def test_dense_stein_kernel_matches_the_reference():
+    rng = np.random.default_rng(14)
+    x, sx, y, sy = (rng.standard_normal((n, 3)) for n in (5, 5, 4, 4))
+    a = np.array([0.5, 1.0, 2.0])
+    # truth: the plain-NumPy formula of tests/reference.py with A = diag(a)
+    np.testing.assert_allclose(stein_kernel_matrix(x, sx, y, sy, a),
+                               imq_stein_kernel_matrix(x, sx, y, sy, np.diag(a)), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_one_factorisation_gives_each_function_its_own_fit():
+    # truth: cross-fitting each column alone gives the same adjusted values as all together
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((200, 2))
+    controls = polynomial_design(x, -x, 2)
+    values = np.column_stack([np.sin(x[:, 0]), x[:, 1] ** 3])
+    folds = fold_labels(1, 200, 4).ravel()
+    together = ridge_cross_fit(values, controls, folds)[0]
+    for k in range(2):
+        alone = ridge_cross_fit(values[:, [k]], controls, folds)[0]
+        np.testing.assert_allclose(together[:, k], alone[:, 0], rtol=1e-12, atol=1e-12)
+
+
+# -- repeated independent runs: variance reduction, MCSE, coverage ------------------------------
+
+
+def test_variance_reduction_mcse_and_coverage_on_repeated_runs():
+    """60 independent AR(1) runs (4 x 250, rho = 0.5) of N(mu, Sigma), d = 2.
+
+    f1 = x_0^3: E = mu^3 + 3 mu s^2; f2 = exp(x_1 / 2): E = exp(mu / 2 + s^2 / 8) (closed
+    forms of Gaussian moments). Neither is in the span of the second-order control
+    variates, so the reduction is finite and the error bar is tested, not exactness.
+    """
+    rng = np.random.default_rng(20)
+    mu = np.array([0.5, -0.3])
+    sigma = np.array([[1.0, 0.4], [0.4, 0.8]])
+    truth = np.array([mu[0] ** 3 + 3 * mu[0] * sigma[0, 0],
+                      np.exp(mu[1] / 2 + sigma[1, 1] / 8)])
+    functions = {"cube": lambda x: x[..., 0] ** 3, "exp": lambda x: np.exp(x[..., 1] / 2)}
+    n_runs = 60
+    plain, cv, mcse_cv, covered = [], [], [], []
+    for _ in range(n_runs):
+        x = _ar1_chains(rng, mu, sigma, 4, 250, 0.5)
+        res = steindiag.control_variates(x, score=_score(x, mu, sigma), method="regularised",
+                                         functions=functions).sel(label=["cube", "exp"])
+        plain.append(res["mean"].values)
+        cv.append(res["mean_cv"].values)
+        mcse_cv.append(res["mcse_mean_cv"].values)
+        covered.append(np.abs(res["mean_cv"].values - truth) <= 1.645 * res["mcse_mean_cv"].values)
+    plain, cv, mcse_cv, covered = map(np.array, (plain, cv, mcse_cv, covered))
+    spread_plain = np.mean((plain - truth) ** 2, axis=0)
+    spread_cv = np.mean((cv - truth) ** 2, axis=0)
+    # the spread across runs (not the method's own error bar) falls at least 5-fold
+    assert np.all(spread_plain / spread_cv > 5), spread_plain / spread_cv
+    # reported MCSE^2 vs the spread: a variance estimated from 60 runs has relative sd
+    # sqrt(2 / 60) = 0.18, so a factor of 1.7 either way is about 3 sd
+    ratio = np.mean(mcse_cv ** 2, axis=0) / spread_cv
+    assert np.all((ratio > 1 / 1.7) & (ratio < 1.7)), ratio
+    # 90 % intervals: binomial sd with 120 intervals is 2.7 %, so 0.80 is below 3.5 sd
+    assert covered.mean() > 0.80, covered.mean(axis=0)
+
+
+def test_fallback_to_plain_where_the_control_variate_does_not_help():
+    # f = independent noise carries no information in the scores: nothing to gain
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((4, 100, 2))
+    noise = rng.standard_normal((4, 100))
+    res = steindiag.control_variates(x, score=-x, functions={"noise": noise},
+                                     method="polynomial2").sel(label="noise")
+    if not bool(res["cv_applied"]):
+        assert res["mean_cv"].item() == res["mean"].item()
+        assert res["variance_reduction"].item() == 1.0
+    # either way the control-variate MCSE is never reported above the plain one
+    assert res["mcse_mean_cv"].item() <= res["mcse_mean"].item()
+
+
+def test_diagnosis_does_not_fit_claims_no_improvement():
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((2, 100, 2))
+    diagnosis = xr.Dataset({"verdict_pooled": ((), "does not fit")})
+    with pytest.warns(UserWarning, match="do not fit"):
+        res = steindiag.control_variates(x, score=-x, diagnosis=diagnosis)
+    assert not res["cv_applied"].any()
+    np.testing.assert_array_equal(res["mean_cv"].values, res["mean"].values)
+    assert res.attrs["diagnosis_verdict"] == "does not fit"
+
+
+def test_auto_names_its_choice_and_d100_is_fast():
+    import time
+
+    rng = np.random.default_rng(23)
+    x = _ar1_chains(rng, np.zeros(100), np.eye(100), 4, 1000, 0.5)
+    start = time.perf_counter()
+    res = steindiag.control_variates(x, score=-x)
+    elapsed = time.perf_counter() - start
+    assert res.attrs["method"] in res.attrs["auto_candidates"]
+    assert res.sizes["label"] == 100
+    # first order is exact for the means of N(0, I): every row gains hugely
+    assert float(res["variance_reduction"].min()) > 1e6
+    assert elapsed < 20.0   # issue 28: a few seconds on 2 cores; generous for a shared machine
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def test_bad_input_has_clear_errors():
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal((2, 30, 2))
+    with pytest.raises(ValueError, match=r"functions\['f'\] must give one value per draw"):
+        steindiag.control_variates(x, score=-x, functions={"f": lambda draws: draws})
+    values = np.ones((2, 30))
+    values[1, 3] = np.nan
+    with pytest.raises(ValueError, match=r"functions\['g'\] is not finite .*chain=1.*draw=3"):
+        steindiag.control_variates(x, score=-x, functions={"g": values})
+    bad = x.copy()
+    bad[0, 5, 1] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        steindiag.control_variates(bad, score=-x)
+    with pytest.raises(ValueError, match="method must be one of"):
+        steindiag.control_variates(x, score=-x, method="ols")
+    with pytest.raises(ValueError, match="n_folds must be an integer >= 2"):
+        steindiag.control_variates(x, score=-x, n_folds=1)
+    with pytest.raises(TypeError, match="diagnosis must be the result of steindiag.diagnose"):
+        steindiag.control_variates(x, score=-x, diagnosis={"verdict_pooled": "fits"})
+    wide = rng.standard_normal((1, 30, 8))
+    with pytest.raises(ValueError, match="needs more draws than coefficients"):
+        steindiag.control_variates(wide, score=-wide, method="polynomial2")
+    with pytest.raises(ValueError, match="max_kernel_draws"):
+        steindiag.control_variates(x, score=-x, method="kernel", max_kernel_draws=10)
+
+
+# -- PyMC traces ------------------------------------------------------------------------------
+
+SCHOOLS = ["Choate", "Deerfield", "Phillips Andover", "Phillips Exeter", "Hotchkiss",
+           "Lawrenceville", "St. Paul's", "Mt. Hermon"]
+
+
+@pytest.fixture(scope="module")
+def eight_schools():
+    pm = pytest.importorskip("pymc")
+    y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
+    sigma = np.array([15.0, 10, 16, 11, 9, 11, 10, 18])
+    with pm.Model(coords={"school": SCHOOLS}) as model:
+        mu = pm.Normal("mu", 0, 5)
+        tau = pm.HalfCauchy("tau", 5)
+        theta_tilde = pm.Normal("theta_tilde", 0, 1, dims="school")
+        theta = pm.Deterministic("theta", mu + tau * theta_tilde, dims="school")
+        pm.Normal("y", theta, sigma, observed=y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = pm.sample(150, tune=150, chains=2, cores=1, random_seed=5, progressbar=False,
+                          target_accept=0.95, model=model, compute_convergence_checks=False)
+    return model, trace
+
+
+def test_pymc_labels_and_plain_columns_are_arvizs(eight_schools):
+    az = pytest.importorskip("arviz")
+    model, trace = eight_schools
+    res = steindiag.control_variates(trace, model,
+                                     functions={"P(tau < 1)": lambda post: post["tau"] < 1})
+    summary = az.summary(trace, round_to="none")
+    # truth: az.summary's index and its plain mean / sd / mcse_mean
+    assert list(res["label"].values[:-1]) == list(summary.index)
+    assert "theta[Choate]" in summary.index
+    rows = res.sel(label=list(summary.index))
+    np.testing.assert_allclose(rows["mean"].values, summary["mean"].values, rtol=1e-12)
+    np.testing.assert_allclose(rows["sd"].values, summary["sd"].values, rtol=1e-12)
+    np.testing.assert_allclose(rows["mcse_mean"].values, summary["mcse_mean"].values, rtol=1e-10)
+    # the function's plain mean is the fraction of draws with tau < 1
+    tau = trace.posterior["tau"].values
+    assert res["mean"].sel(label="P(tau < 1)").item() == pytest.approx(np.mean(tau < 1))
+    assert res.attrs["space"] == "unconstrained"
+    assert np.all(res["mcse_mean_cv"].values <= res["mcse_mean"].values)
+
+
+def test_stored_scores_give_the_model_result(eight_schools):
+    model, trace = eight_schools
+    stored = steindiag.add_scores(trace, model)
+    # truth: the same draws and scores through model= (scores computed afresh)
+    with_model = steindiag.control_variates(trace, model, method="polynomial1")
+    from_store = steindiag.control_variates(stored, method="polynomial1")
+    np.testing.assert_allclose(from_store["mean_cv"].values, with_model["mean_cv"].values,
+                               rtol=1e-9)
+    if isinstance(stored, xr.DataTree) and hasattr(stored, "stein"):
+        via_accessor = stored.stein.control_variates(method="polynomial1")
+        np.testing.assert_allclose(via_accessor["mean_cv"].values,
+                                   with_model["mean_cv"].values, rtol=1e-9)
+
+
+def test_discrete_model_is_refused():
+    pm = pytest.importorskip("pymc")
+    with pm.Model() as model:
+        pm.Normal("mu")
+        pm.Poisson("count", 3.0)
+    posterior = xr.Dataset({"mu": (("chain", "draw"), np.zeros((1, 8))),
+                            "count": (("chain", "draw"), np.ones((1, 8), dtype=int))})
+    with pytest.raises(ValueError, match="discrete free variables"):
+        steindiag.control_variates(posterior, model)
