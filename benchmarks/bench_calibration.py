@@ -404,7 +404,8 @@ def rate(successes, trials):
     if trials == 0:
         return "-"
     low, high = clopper_pearson(successes, trials)
-    return f"{successes}/{trials} = {100 * successes / trials:.1f} % [{100 * low:.1f}, {100 * high:.1f}]"
+    return (f"{successes}/{trials} = {100 * successes / trials:.1f} % "
+            f"[{100 * low:.1f}, {100 * high:.1f}]")
 
 
 def latest_rows(rows):

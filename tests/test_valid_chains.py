@@ -130,8 +130,8 @@ def test_ula_gaussian_stationary_covariance(noise):
     np.testing.assert_allclose(stationary, lyapunov, rtol=1e-10)
     if noise == 0.0:
         # Closed form: S (I - h P / 2)^-1.
-        np.testing.assert_allclose(
-            stationary, covariance @ np.linalg.inv(np.eye(2) - step / 2 * np.linalg.inv(covariance)))
+        shrinkage = np.eye(2) - step / 2 * np.linalg.inv(covariance)
+        np.testing.assert_allclose(stationary, covariance @ np.linalg.inv(shrinkage))
     # Simulation: 4000 independent chains after 100 steps (contraction |1 - h l| <= 0.9
     # per step, so the start is forgotten to 0.9^100 ~ 3e-5).
     target = vc.gaussian_target(mean, covariance)
