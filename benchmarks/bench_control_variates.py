@@ -1,0 +1,145 @@
+"""Stein control variates (issue 28): variance reduction, MCSE accuracy, coverage and times.
+
+Two parts:
+
+``--scaling``: stationary Gaussian AR(1) chains (rho = 0.5) of N(mu, Sigma), d from 2 to
+200, 4 x 1000 draws, f = the parameters' means and f = exp(x_0 / 2) (closed-form truth,
+not in the span of any polynomial control variate). Time of the default method and of
+each method, variance-reduction factors as reported.
+
+``--pymc``: repeated independent NUTS runs of logistic regression (d = 11) and
+non-centred eight schools (d = 10); truth from one long reference run. For each
+parameter mean: spread of the plain mean and of mean_cv across runs (their variance
+ratio), mean reported mcse_mean_cv^2 over the spread of mean_cv, and the coverage of
+90 % intervals mean_cv +- 1.645 mcse_mean_cv. The reference run's own MCSE is added
+in quadrature when scoring coverage.
+
+    python benchmarks/bench_control_variates.py --scaling
+    python benchmarks/bench_control_variates.py --pymc --runs 50 --draws 1000
+
+Results are printed as Markdown rows (copied into benchmarks/results/control_variates.md).
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import steindiag
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+
+def ar1(rng, mu, chol, n_chain, n_draw, rho=0.5):
+    noise = rng.standard_normal((n_chain, n_draw, len(mu))) @ chol.T
+    z = np.empty_like(noise)
+    z[:, 0] = noise[:, 0]
+    for t in range(1, n_draw):
+        z[:, t] = rho * z[:, t - 1] + np.sqrt(1 - rho * rho) * noise[:, t]
+    return mu + z
+
+
+def scaling(dims, n_chain=4, n_draw=1000):
+    rng = np.random.default_rng(0)
+    print("| d | method (auto's choice) | time auto (s) | time polynomial1 (s) | time regularised (s)"
+          " | median VR means | VR exp(x0/2) |")
+    print("|---|---|---|---|---|---|---|")
+    for d in dims:
+        mu = rng.normal(0, 1, d)
+        factor = rng.standard_normal((d, d)) / np.sqrt(d)
+        sigma = factor @ factor.T + np.eye(d)
+        chol = np.linalg.cholesky(sigma)
+        precision = np.linalg.inv(sigma)
+        x = ar1(rng, mu, chol, n_chain, n_draw)
+        s = -(x - mu) @ precision
+        functions = {"exp": lambda draws: np.exp(draws[..., 0] / 2)}
+        times = {}
+        for method in ("auto", "polynomial1", "regularised"):
+            start = time.perf_counter()
+            res = steindiag.control_variates(x, score=s, method=method, functions=functions)
+            times[method] = time.perf_counter() - start
+            if method == "auto":
+                auto = res
+        vr = auto["variance_reduction"].values
+        print(f"| {d} | {auto.attrs['method']} | {times['auto']:.2f} | {times['polynomial1']:.2f} "
+              f"| {times['regularised']:.2f} | {np.median(vr[:-1]):.3g} | {vr[-1]:.3g} |",
+              flush=True)
+
+
+def _sample(pm, model, draws, seed, chains=4):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pm.sample(draws, tune=draws, chains=chains, cores=1, random_seed=seed,
+                         progressbar=False, model=model, compute_convergence_checks=False,
+                         target_accept=0.95)
+
+
+def _models():
+    import pymc as pm
+    from pymc_models import EIGHT_SCHOOLS_SIGMA, EIGHT_SCHOOLS_Y, logistic
+
+    rng = np.random.default_rng(1)
+    logistic_model = logistic(rng, n_obs=200, n_predictor=10).model
+    with pm.Model() as schools:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta_tilde = pm.Normal("theta_tilde", 0.0, 1.0, shape=8)
+        pm.Normal("y", mu + tau * theta_tilde, EIGHT_SCHOOLS_SIGMA, observed=EIGHT_SCHOOLS_Y)
+    return {"logistic (d = 11)": logistic_model, "eight schools, non-centred (d = 10)": schools}
+
+
+def pymc_runs(n_runs, n_draws, reference_draws, method):
+    import pymc as pm
+
+    print("| model | method | runs x draws | variance ratio plain/cv (min, median) | "
+          "reported MCSE^2 / spread (median, range) | coverage of 90 % intervals | "
+          "time per call (s) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, model in _models().items():
+        reference = _sample(pm, model, reference_draws, seed=12345, chains=4)
+        ref = steindiag.control_variates(reference, model, method=method)
+        labels = [str(v) for v in ref["label"].values]
+        truth = ref["mean_cv"].values
+        truth_se = ref["mcse_mean_cv"].values
+        plain, cv, mcse_cv, times = [], [], [], []
+        for run in range(n_runs):
+            trace = _sample(pm, model, n_draws, seed=run)
+            start = time.perf_counter()
+            res = steindiag.control_variates(trace, model, method=method).sel(label=labels)
+            times.append(time.perf_counter() - start)
+            plain.append(res["mean"].values)
+            cv.append(res["mean_cv"].values)
+            mcse_cv.append(res["mcse_mean_cv"].values)
+        plain, cv, mcse_cv = map(np.array, (plain, cv, mcse_cv))
+        var_plain = plain.var(axis=0, ddof=1)
+        var_cv = cv.var(axis=0, ddof=1)
+        ratio = var_plain / var_cv
+        accuracy = np.mean(mcse_cv ** 2, axis=0) / var_cv
+        half = 1.645 * np.sqrt(mcse_cv ** 2 + truth_se ** 2)
+        coverage = np.mean(np.abs(cv - truth) <= half)
+        print(f"| {name} | {method} | {n_runs} x 4 x {n_draws} | {ratio.min():.3g}, "
+              f"{np.median(ratio):.3g} | {np.median(accuracy):.2f} ({accuracy.min():.2f}-"
+              f"{accuracy.max():.2f}) | {coverage:.3f} | {np.median(times):.2f} |", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--dims", type=int, nargs="*", default=[2, 5, 10, 20, 50, 100, 200])
+    parser.add_argument("--pymc", action="store_true")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--reference-draws", type=int, default=20000)
+    parser.add_argument("--method", default="auto")
+    args = parser.parse_args()
+    if args.scaling:
+        scaling(args.dims)
+    if args.pymc:
+        pymc_runs(args.runs, args.draws, args.reference_draws, args.method)
+
+
+if __name__ == "__main__":
+    main()
