@@ -226,8 +226,9 @@ def _search(prepared, model, score, log_density, batched, kernel, pre, level, rn
     result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,
                                  score=score_fn, kernel=kernel, preconditioner=pre, rng=rng,
                                  alpha=level, starts=starts)
-    if result.skipped:
-        return None, result.skipped
+    skipped = getattr(result, "skipped", "")
+    if skipped:
+        return None, skipped
     return result, ""
 
 
@@ -244,7 +245,28 @@ def _ksd_test_evidence(prepared, has_chain_dim, n_bootstrap, rng, kernel, precon
         return ksd_test(prepared.draws, score=prepared.scores, sample_dims=("chain", "draw"),
                         bootstrap="thinned" if has_chain_dim else "iid",
                         n_bootstrap=n_bootstrap, rng=rng, kernel=kernel,
-                        preconditioner=preconditioner, client=client, **estimator_options)
+                        preconditioner=preconditioner, client=client,
+                        damped=estimator_options["estimator"] == "exact", **estimator_options)
+
+
+def _combined_pvalues(test):
+    """(chain p-values, pooled p-value) of the KSD test, plain and damped statistics read
+    together by max-T (Westfall & Young): the chains' 2 C statistics are one family, the
+    pooled test's 2 another; replicate b of every statistic shares its bootstrap signs.
+    A chain whose test cannot be trusted takes no part (its own p-value is kept)."""
+    reliable = test["pvalue_reliable"].values
+    names = ["", "_damped"] if "statistic_damped" in test else [""]
+    statistic = np.concatenate([test[f"statistic{k}"].values for k in names])
+    replicates = np.concatenate([test[f"bootstrap_statistic{k}"].values for k in names])
+    adjusted = max_statistic_pvalues(statistic, replicates, np.tile(reliable, len(names)))
+    chain = np.nanmin(adjusted.reshape(len(names), -1), axis=0) if reliable.any() else None
+    chain = np.where(reliable, chain, test["pvalue"].values) if chain is not None else \
+        test["pvalue"].values
+    pooled = max_statistic_pvalues(
+        np.array([float(test[f"statistic{k}_pooled"]) for k in names]),
+        np.stack([test[f"bootstrap_statistic{k}_pooled"].values for k in names]),
+        np.ones(len(names), dtype=bool))
+    return chain, float(pooled.min())
 
 
 def _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner):
@@ -354,7 +376,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     some power, but the level holds at every autocorrelation time (the wild bootstrap
     with a sign chain, which reads all draws, rejected valid chains up to twice its
     level in the tail where the tests are read). The MMD test of agreement relabels
-    blocks of about 5 tau draws among the chains, with pairs of draws in the same or
+    blocks of about 8 tau draws among the chains, with pairs of draws in the same or
     adjacent blocks left out. Measured levels and power on valid and biased samplers:
     benchmarks/results/calibration.md.
 
@@ -447,15 +469,10 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                                   level, rng, compile_mode)
 
     # 3. Decide (stats.verdict holds the rules).
+    chain_pvalue, pooled_pvalue = _combined_pvalues(test)
     reliable = test["pvalue_reliable"].values
-    # The chains' tests as one family: max-T adjusted p-values (one test, any number of
-    # chains); a chain whose test cannot be trusted takes no part.
-    chain_pvalue = max_statistic_pvalues(test["statistic"].values,
-                                         test["bootstrap_statistic"].values, reliable)
-    chain_pvalue = np.where(reliable, chain_pvalue, test["pvalue"].values)
     evidence = rules.Evidence(
-        pvalue=chain_pvalue, reliable=reliable,
-        pvalue_pooled=float(test["pvalue_pooled"]),
+        pvalue=chain_pvalue, reliable=reliable, pvalue_pooled=pooled_pvalue,
         reliable_pooled=bool(test["pvalue_reliable_pooled"]),
         kept_draws=int(test.attrs["n_draw_tested"]),
         thinning_lag=int(test.attrs["thinning_lag"]), min_kept_draws=MIN_THINNED_DRAWS,

@@ -219,7 +219,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         Draws per block in the permutation test (blocks of consecutive draws of one chain
         are permuted whole). ``"auto"``: 5 times the largest integrated autocorrelation
         time of any coordinate of any chain, rounded up, and at least 1/100 of the chain
-        (so at most 100 blocks per chain). Use 1 for independent draws of a small
+        (so at most 100 blocks per chain); with ``test="all"``, 8 times the largest tau
+        of the chains' mean autocorrelation. Use 1 for independent draws of a small
         sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
         block sums take 8 P U^2 bytes (P = max(8, threads)), so U = N draws of 10,000
         would need 6.4 GB.

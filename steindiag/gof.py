@@ -35,6 +35,7 @@ from steindiag.inputs._prepare import has_chain_dimension
 from steindiag.engine import resolve_backend
 from steindiag.kernels import make_kernel
 from steindiag._nystrom import check_estimator, nystrom_forms
+from steindiag.stats.damping import damping_window
 
 __all__ = ["ksd_test"]
 
@@ -48,7 +49,7 @@ _PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    spa
                + _COMMON_PARAMETERS.split("    space :")[1].split("    rng :")[0].rstrip())
 
 
-def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
+def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped=False, estimator="exact"):
     if not isinstance(bootstrap, str) or bootstrap not in _BOOTSTRAPS:
         raise ValueError(f"bootstrap must be one of {list(_BOOTSTRAPS)}; got {bootstrap!r}.")
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, numbers.Integral):
@@ -59,33 +60,50 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled):
         raise ValueError(f"n_bootstrap must be a positive integer; got {n_bootstrap}.")
     if not isinstance(pooled, (bool, np.bool_)):
         raise TypeError(f"pooled must be True or False; got {pooled!r}.")
+    if not isinstance(damped, (bool, np.bool_)):
+        raise TypeError(f"damped must be True or False; got {damped!r}.")
+    if damped and (bootstrap not in ("thinned", "iid", "auto") or estimator != "exact"):
+        raise ValueError("damped=True needs bootstrap='thinned' or 'iid' and estimator='exact'; got "
+                         f"bootstrap={bootstrap!r}, estimator={estimator!r}.")
     rng = check_rng(rng)
     return int(n_bootstrap), rng, bool(pooled)
 
 
-def _thinned_forms(prepared, pre, kernel, lag, n_block, rng, n_bootstrap, pooled, backend):
+def _thinned_forms(prepared, pre, kernel, lag, n_block, rng, n_bootstrap, pooled, backend,
+                   window=None):
     """Quadratic forms of the thinned test: mean over the ``lag`` offsets o of the forms of
     the draws o, o + lag, o + 2 lag, ... (``n_block`` of each chain; the earliest
     n_draw - n_block * lag draws are left out), with one set of independent signs shared
-    by all offsets (the draws of one block of ``lag`` consecutive draws share a sign)."""
+    by all offsets (the draws of one block of ``lag`` consecutive draws share a sign).
+
+    ``window``: (m, grad log m) at the draws (``stats.damping.damping_window``); then the
+    forms of the damped Stein kernel too, with the same signs (weights times m, scores
+    plus grad log m). Returns ((per_chain, pooled), damped or None).
+    """
     n_chain, n_draw, _ = prepared.draws.shape
     weights = bootstrap_weights("iid", rng, n_chain, n_block, n_bootstrap,
                                 np.full(n_chain, 0.5))
     first = n_draw - n_block * lag
-    per_chain, pooled_forms = 0.0, 0.0
+    sums = [[0.0, 0.0], [0.0, 0.0]]
     for offset in range(lag):
         index = slice(first + offset, n_draw, lag)
-        chain_forms, all_forms = quadratic_forms(
-            np.ascontiguousarray(prepared.draws[:, index]),
-            np.ascontiguousarray(prepared.scores[:, index]), pre, kernel, weights, pooled,
-            backend=backend)
-        per_chain = per_chain + chain_forms
-        pooled_forms = pooled_forms + (all_forms if pooled else 0.0)
-    return per_chain / lag, (pooled_forms / lag if pooled else None)
+        draws = np.ascontiguousarray(prepared.draws[:, index])
+        passes = [(prepared.scores[:, index], weights)]
+        if window is not None:
+            m, grad_log_m = window
+            passes.append((prepared.scores[:, index] + grad_log_m[:, index],
+                           weights * m[:, index].reshape(-1, 1)))
+        for k, (scores, w) in enumerate(passes):
+            chain_forms, all_forms = quadratic_forms(
+                draws, np.ascontiguousarray(scores), pre, kernel, w, pooled, backend=backend)
+            sums[k][0] = sums[k][0] + chain_forms
+            sums[k][1] = sums[k][1] + (all_forms if pooled else 0.0)
+    results = [(per / lag, (all_ / lag if pooled else None)) for per, all_ in sums]
+    return results[0], (results[1] if window is not None else None)
 
 
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
-             pooled=True, batched=True, kernel="imq", c=None, beta=None,
+             pooled=True, damped=False, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
              client=None, estimator="exact", n_landmarks=None, compile_mode=None):
@@ -119,6 +137,12 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     pooled : bool, default True
         Also test all chains together (cross-chain pairs included). This costs
         (chain * draw)^2 pair evaluations instead of chain * draw^2.
+    damped : bool, default False
+        Also the statistic of the score-damped (diffusion) Stein operator, with the same
+        bootstrap signs (``bootstrap="thinned"`` or ``"iid"``, exact estimator only): weight
+        m(x) = exp(-2 |z|^2 / q), z the draws standardised by their median and MAD and
+        q the median of |z|^2, so that a few draws with huge scores (a funnel's neck, a
+        prior's tail) do not make up the whole statistic (see Notes). Twice the cost.
 
     Returns
     -------
@@ -129,6 +153,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         (only with ``pooled=True``);
         ``bootstrap_statistic`` (chain, bootstrap) and ``bootstrap_statistic_pooled``
         (bootstrap): the simulated null statistics;
+        ``statistic_damped``, ``pvalue_damped``, ``bootstrap_statistic_damped`` and their
+        ``_pooled`` counterparts (only with ``damped=True``): the same for the damped
+        Stein kernel, replicate b with the same signs as the plain replicate b;
         ``autocorrelation_time`` (chain): the tau used for the wild bootstrap;
         ``flip_probability`` (chain): a of the sign chain (1/2 for ``"iid"``, NaN for
         ``"multinomial"``);
@@ -178,6 +205,14 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     chains x 1000 draws): levels within binomial error of the nominal one at 0.05 and at
     0.05 / 7 for tau from 1 to 19 (benchmarks/results/calibration.md).
 
+    Damped statistic: the diffusion Stein operator A_m f = (1/p) div(p m f) has mean 0
+    under p for a smooth weight m (Gorham, Duncan, Vollmer & Mackey 2019); its Stein
+    kernel is m(x) m(y) k_p'(x, y), the Langevin Stein kernel of the density p m, so its
+    V-statistic is the quadratic form of the weights m with the scores shifted by
+    grad log m. Prior draws of the centred eight-schools model scored against its
+    posterior: plain pooled p-values 0.27-0.97 over three seeds, damped 0.001 each
+    (benchmarks/results/calibration.md).
+
     Wild bootstrap (Chwialkowski et al. 2016): w_1 = +-1 with probability 1/2, and
     w_t = -w_(t-1) with probability a, w_(t-1) otherwise. The signs must stay correlated
     over the range where the chain is, so a is chosen from the chain's integrated
@@ -210,6 +245,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     Davison & Hinkley (1997), Bootstrap Methods and their Application, section 4.2.
     Phipson & Smyth (2010), Permutation p-values should never be zero, Statistical
     Applications in Genetics and Molecular Biology.
+    Gorham, Duncan, Vollmer & Mackey (2019), Measuring sample quality with diffusions,
+    Annals of Applied Probability.
 
     Examples
     --------
@@ -220,7 +257,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     >>> bool(res["pvalue"][0] < 0.05)
     True
     """
-    n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled)
+    n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped,
+                                            estimator)
     rng = check_estimator(estimator, n_landmarks, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
@@ -300,9 +338,11 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     if estimator == "nystrom":
         (per_chain, pooled_forms), estimator_attrs = nystrom_forms(
             prepared, pre, kernel, n_landmarks, rng, bootstrap, n_bootstrap, flip, backend)
-    elif bootstrap == "thinned":
-        per_chain, pooled_forms = _thinned_forms(prepared, pre, kernel, lag, n_used, rng,
-                                                 n_bootstrap, pooled, backend)
+    elif bootstrap == "thinned" or (bootstrap == "iid" and damped):
+        # (independent signs are the thinned test with lag 1)
+        window = damping_window(prepared.draws) if damped else None
+        (per_chain, pooled_forms), damped_forms = _thinned_forms(
+            prepared, pre, kernel, lag, n_used, rng, n_bootstrap, pooled, backend, window)
         estimator_attrs = {"estimator": "exact"}
     else:
         weights = bootstrap_weights(bootstrap, rng, n_chain, n_used, n_bootstrap, flip)
@@ -331,6 +371,27 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         "pvalue_reliable": (("chain",), reliable,
                             {"long_name": "whether the bootstrap p-value can be trusted"}),
     }
+    if damped:
+        damped_chain = damped_forms[0] / n_used
+        data_vars["statistic_damped"] = (("chain",), damped_chain[:, 0], {
+            "long_name": "statistic of the damped Stein kernel, each chain"})
+        data_vars["pvalue_damped"] = (("chain",), bootstrap_pvalue(damped_chain[:, 1:],
+                                                                  damped_chain[:, 0]),
+                                      {"long_name": "bootstrap p-value, damped, each chain"})
+        data_vars["bootstrap_statistic_damped"] = (("chain", "bootstrap"), damped_chain[:, 1:],
+                                                   {"long_name": "bootstrap statistics, damped "
+                                                                 "(same signs)"})
+        if pooled:
+            damped_all = damped_forms[1] / (n_chain * n_used)
+            data_vars["statistic_damped_pooled"] = ((), damped_all[0], {
+                "long_name": "statistic of the damped Stein kernel, pooled"})
+            data_vars["pvalue_damped_pooled"] = ((), bootstrap_pvalue(damped_all[1:],
+                                                                     damped_all[0]),
+                                                 {"long_name": "bootstrap p-value, damped, "
+                                                               "pooled"})
+            data_vars["bootstrap_statistic_damped_pooled"] = (
+                ("bootstrap",), damped_all[1:],
+                {"long_name": "bootstrap statistics, damped, pooled (same signs)"})
     if pooled:
         pooled_forms = pooled_forms / (n_chain * n_used)
         data_vars["statistic_pooled"] = ((), pooled_forms[0],
