@@ -26,6 +26,7 @@ from steindiag.stats.bootstrap import (
     thin_chains,
     thinning_lag,
 )
+from steindiag._attrs import netcdf_attrs
 from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
 from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
@@ -140,8 +141,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     damped : bool, default False
         Also the statistic of the score-damped (diffusion) Stein operator, with the same
         bootstrap signs (``bootstrap="thinned"`` or ``"iid"``, exact estimator only): weight
-        m(x) = exp(-2 |z|^2 / q), z the draws standardised by their median and MAD and
-        q the median of |z|^2, so that a few draws with huge scores (a funnel's neck, a
+        ``m(x) = exp(-2 |z|^2 / q)``, z the draws standardised by their median and MAD
+        and q the median of ``|z|^2``, so that a few draws with huge scores (a funnel's neck, a
         prior's tail) do not make up the whole statistic (see Notes). Twice the cost.
 
     Returns
@@ -423,7 +424,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         **kernel_attrs(prepared, pre, kernel),
         **estimator_attrs,
     }
-    return xr.Dataset(data_vars, coords={"chain": chain}, attrs=attrs)
+    return xr.Dataset(data_vars, coords={"chain": chain}, attrs=netcdf_attrs(attrs))
 
 
 ksd_test.__doc__ = ksd_test.__doc__.format(params=_PARAMETERS)

@@ -119,9 +119,9 @@ def _agreement_rejects(evidence, level):
 
 
 def _too_few(evidence, what):
-    return (f"too few nearly independent draws for the KSD test of {what}: reading every "
-            f"{evidence.thinning_lag}-th draw (the "
-            f"autocorrelation time is long) keeps {evidence.kept_draws} of {evidence.n_draw} "
+    return (f"too few nearly independent draws for the KSD test of {what}: the "
+            f"autocorrelation time is long, so draws only {evidence.thinning_lag} apart are "
+            f"nearly independent, {evidence.kept_draws} blocks of {evidence.n_draw} draws "
             f"per chain, fewer than {evidence.min_kept_draws}; about "
             f"{more_draws_needed(evidence)} draws per chain would decide")
 
@@ -241,8 +241,9 @@ def pooled_verdict(evidence, level):
                       "effective draws in all)")
     if e.n_chain > 1 and not e.agreement_reliable:
         doubts.append(
-            "the chains are too autocorrelated for the MMD test of agreement (fewer than 10 "
-            "blocks per chain): whether they agree cannot be checked")
+            "the chains are too autocorrelated for the MMD test of agreement (fewer than 3 "
+            "blocks of about 8 autocorrelation times per chain, or 20 in all): whether they "
+            "agree cannot be checked")
     if doubts:
         return INCONCLUSIVE, "; ".join(doubts)
     reason = f"no test rejected (KSD {_p(e.pvalue_pooled)})"
