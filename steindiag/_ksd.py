@@ -11,6 +11,7 @@ labelled ``xarray.Dataset``.
 import numpy as np
 import xarray as xr
 
+from steindiag._attrs import netcdf_attrs
 from steindiag.engine.local import METHODS, stein_row_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_method
@@ -256,7 +257,7 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         "ksd2_u_pooled": ((), ksd2_u(v_pooled, d_pooled, n_total),
                           {"long_name": "unbiased U-statistic of KSD^2, pooled (may be < 0)"}),
     }
-    return xr.Dataset(data_vars, coords={"chain": chain}, attrs=attrs)
+    return xr.Dataset(data_vars, coords={"chain": chain}, attrs=netcdf_attrs(attrs))
 
 
 def _check_n_points(n_points):
@@ -331,7 +332,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
         "chain": ("chain", prepared.chain),
         "n": ("n", points, {"long_name": "draws per chain"}),
     }
-    return xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    return xr.Dataset(data_vars, coords=coords, attrs=netcdf_attrs(attrs))
 
 
 ksd.__doc__ = ksd.__doc__.format(params=_COMMON_PARAMETERS)

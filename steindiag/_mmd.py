@@ -18,6 +18,7 @@ import numba as nb
 import numpy as np
 import xarray as xr
 
+from steindiag._attrs import netcdf_attrs
 from steindiag.stats.mmd import (
     agreement_statistic,
     auto_block_length,
@@ -440,8 +441,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
             coords["pvalue_reliable"] = ((), reliable,
                                          {"long_name": "whether the p-value can be trusted"})
         return xr.DataArray(split_statistic(G, counts, split)[0], coords=coords, name="mmd2",
-                            attrs={"long_name": "unbiased MMD^2 between data and other",
-                                   **attrs})
+                            attrs=netcdf_attrs({"long_name": "unbiased MMD^2 between data "
+                                                             "and other", **attrs}))
 
     n_blocks = blocks_per_chain[0]
     chain_sums = G.reshape(n_chain, n_blocks, n_chain, n_blocks).sum(axis=(1, 3))
@@ -474,4 +475,5 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                                      {"long_name": "whether the p-value can be trusted"})
     attrs.update({"n_chain": n_chain, "n_draw": n_draw})
     return xr.DataArray(mmd2, dims=("chain", "chain_other"), coords=coords, name="mmd2",
-                        attrs={"long_name": "unbiased MMD^2 between chains", **attrs})
+                        attrs=netcdf_attrs({"long_name": "unbiased MMD^2 between chains",
+                                            **attrs}))

@@ -12,6 +12,7 @@ the plain and adjusted values) -> labelled ``xarray.Dataset`` (dim ``label``).
 import numpy as np
 import xarray as xr
 
+from steindiag._attrs import netcdf_attrs
 from steindiag._validate import warn_user
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.inputs import as_trace, is_labelled, read_input
@@ -541,4 +542,4 @@ def _result(labels, flat_values, plain, adjusted, mcse_plain, mcse_cv, verdict, 
     if verdict is not None:
         attrs["diagnosis_verdict"] = verdict
     return xr.Dataset(data_vars, coords={"label": ("label", np.asarray(labels, dtype=object))},
-                      attrs=attrs)
+                      attrs=netcdf_attrs(attrs))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from steindiag._attrs import netcdf_attrs
 from steindiag._corrections import check_correction, check_missing_mass_option
 from steindiag._validate import check_rng
 from steindiag.engine.products import KernelPoints
@@ -177,15 +178,6 @@ def _thinned_container(data, chain_label, draw_label, sample_dims, group, attrs)
 
         return az.InferenceData(**{name: take(getattr(data, name), name) for name in data.groups()})
     raise TypeError(f"cannot thin data of type {type(data).__name__}.")
-
-
-def _netcdf_attrs(attrs):
-    out = {}
-    for key, value in attrs.items():
-        if isinstance(value, (bool, np.bool_)):
-            value = int(value)
-        out[key] = value
-    return out
 
 
 _THIN_PARAMETERS = """\
@@ -384,7 +376,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     for key, value in kernel_attrs(prepared, pre, kernel).items():
         if key not in ("n_chain", "n_draw"):
             attrs[f"stein_thinning_{key}"] = value
-    attrs = _netcdf_attrs(attrs)
+    attrs = netcdf_attrs(attrs)
     if is_labelled(data):
         dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
         if len(dims) == 1:

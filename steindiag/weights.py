@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag.engine import products as _stein_products
+from steindiag._attrs import netcdf_attrs
 from steindiag._ksd import kernel_attrs
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._corrections import (
@@ -328,7 +329,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         attrs.update({name: values[0] for name, values in per_problem.items()})
     checks.warn("stein_weights")
     return xr.DataArray(weights, dims=("chain", "draw"), coords=coords,
-                        name="stein_weight", attrs=attrs)
+                        name="stein_weight", attrs=netcdf_attrs(attrs))
 
 
 def _check_log_density_callable(log_density):
