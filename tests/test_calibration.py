@@ -18,6 +18,7 @@ from scipy import stats
 sys.path.insert(0, os.path.dirname(__file__))
 
 import steindiag  # noqa: E402
+import steindiag.stats.verdict  # noqa: E402,F401
 from steindiag.stats.bootstrap import max_statistic_pvalues  # noqa: E402
 from valid_chains import ar1_chains, gaussian_target, ula_chains  # noqa: E402
 
@@ -146,3 +147,20 @@ def test_tiny_alpha_is_a_clear_error():
     # Truth: p-values at 1e-9 / 4 cannot be resolved by resampling (4e9 replicates).
     with pytest.raises(ValueError, match="alpha=1e-09 is too small"):
         steindiag.diagnose(x, score=-x, alpha=1e-9, missing_mass=False)
+
+
+def test_power_statement_matches_the_rejection_rate():
+    d, n = 2, 400
+    delta = steindiag.stats.verdict.detectable_shift(n, d)
+    reps, rejected = 40, 0
+    for rep in range(reps):
+        rng = np.random.default_rng([19, rep])
+        draws = rng.standard_normal((4, n // 4, d))
+        draws[..., 0] += delta
+        res = steindiag.diagnose(draws, score=-draws, missing_mass=False, rng=rng)
+        rejected += res["pvalue_pooled"].item() <= res.attrs["test_level"]
+    # Truth by construction: independent draws of N(delta e_1, I) tested against N(0, I),
+    # delta the shift the report says is detected 80 % of the time with n effective draws.
+    # Bin(40, 0.8) lies in [23, 39] with probability 0.999; a statement off by a factor of
+    # 1.5 in delta (rate about 0.3 or 0.99) fails.
+    assert 23 <= rejected <= 39, rejected

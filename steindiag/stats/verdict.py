@@ -20,7 +20,15 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "Evidence", "n_tests",
-           "chain_verdicts", "pooled_verdict", "more_draws_needed"]
+           "chain_verdicts", "pooled_verdict", "more_draws_needed", "detectable_shift"]
+
+# kappa(d): the pooled KSD test of diagnose detects a shift of the mean by delta posterior
+# standard deviations (along one coordinate of N(0, I_d)) in 80 % of runs when
+# delta = kappa(d) / sqrt(n) for n independent draws; measured by
+# benchmarks/bench_power_shift.py (results/power_shift.md: 30 runs a point, n = 200 and
+# 800 agree within 4 %), interpolated in log d and extrapolated with the last slope.
+_KAPPA_D = np.array([1.0, 2.0, 10.0, 50.0])
+_KAPPA = np.array([4.0, 4.7, 5.4, 8.4])
 
 FITS = "fits"
 DOES_NOT_FIT = "does not fit"
@@ -107,6 +115,21 @@ def more_draws_needed(evidence):
     draws: n_draw * min_kept_draws / kept_draws, rounded up to a hundred."""
     factor = evidence.min_kept_draws / max(evidence.kept_draws, 1)
     return int(np.ceil(evidence.n_draw * factor / 100.0) * 100)
+
+
+def detectable_shift(effective_draws, d):
+    """The mean shift, in posterior standard deviations, that the KSD test would detect 80 %
+    of the time with ``effective_draws`` effective draws of a d-dimensional, roughly
+    Gaussian posterior: kappa(d) / sqrt(effective draws) (see ``_KAPPA``)."""
+    log_d = np.log(max(float(d), 1.0))
+    log_kappa = np.log(_KAPPA)
+    knots = np.log(_KAPPA_D)
+    if log_d > knots[-1]:
+        slope = (log_kappa[-1] - log_kappa[-2]) / (knots[-1] - knots[-2])
+        value = log_kappa[-1] + slope * (log_d - knots[-1])
+    else:
+        value = np.interp(log_d, knots, log_kappa)
+    return float(np.exp(value) / np.sqrt(max(float(effective_draws), 1.0)))
 
 
 def _p(value):
