@@ -558,8 +558,13 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     divergences = None if found is None else found.divergences
     search, not_run = None, "missing_mass=False"
     if missing_mass:
-        search, not_run = _search(prepared, model, score, log_density, batched, kernel, pre,
-                                  level, rng, compile_mode)
+        try:
+            search, not_run = _search(prepared, model, score, log_density, batched, kernel,
+                                      pre, level, rng, compile_mode)
+        except ValueError as err:
+            raise ValueError(
+                f"diagnose: the search for unvisited mass (missing_mass=True) failed: {err} "
+                "Pass missing_mass=False to diagnose without it.") from err
 
     # 3. Decide (stats.verdict holds the rules).
     chain_pvalue, pooled_pvalue = _combined_pvalues(tests)
