@@ -1,7 +1,7 @@
 """Integrated autocorrelation time of chains (array layer, NumPy only).
 
-Used by the tests on MCMC output to size what must stay together: the sign chain of
-the wild bootstrap (``steindiag.gof``) and the blocks of the permutation test
+Used by the tests on MCMC output to size what must stay together: the blocks of the
+thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutation tests
 (``steindiag.mmd``).
 """
 
@@ -9,26 +9,45 @@ import numpy as np
 
 __all__ = ["chains_autocorrelation_time", "integrated_autocorrelation_time"]
 
+# Columns transformed at a time: the FFT buffers are about 3 * size * _COLUMNS doubles
+# (size = the next power of two above 2 n), so long chains with many columns stay small.
+_MAX_BUFFER = 1 << 22
 
-def _autocorrelation(column, size):
-    """Autocorrelation of one column at lags 0..n-1 (FFT), or None for a constant column."""
-    n = column.shape[0]
-    centred = column - column.mean()
-    spectrum = np.fft.rfft(centred, n=size)
-    acov = np.fft.irfft(spectrum * np.conj(spectrum), n=size)[:n]
-    if not acov[0] > 0:
-        return None
-    return acov / acov[0]
+
+def _autocorrelations(columns, size):
+    """rho (n, k) of the columns (n, k) at lags 0..n-1 (FFT), and which are not constant."""
+    n = columns.shape[0]
+    centred = columns - columns.mean(axis=0)
+    spectrum = np.fft.rfft(centred, n=size, axis=0)
+    acov = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:n]
+    varying = acov[0] > 0
+    rho = np.zeros_like(acov)
+    rho[:, varying] = acov[:, varying] / acov[0, varying]
+    return rho, varying
 
 
 def _geyer(rho):
-    """tau = -1 + 2 sum of Geyer's initial monotone sequence of rho (at least 1)."""
+    """tau = -1 + 2 sum of Geyer's initial monotone sequence of each column of rho (n, k).
+
+    Pairs Gamma_m = rho_(2m) + rho_(2m+1) are summed while positive, forced
+    non-increasing; at least 1.
+    """
     n_pairs = rho.shape[0] // 2
     gamma = rho[0 : 2 * n_pairs : 2] + rho[1 : 2 * n_pairs : 2]
+    if n_pairs == 0:
+        return np.ones(rho.shape[1])
     positive = gamma > 0
-    stop = n_pairs if positive.all() else int(np.argmin(positive))
-    gamma = np.minimum.accumulate(gamma[:stop])
-    return max(1.0, -1.0 + 2.0 * gamma.sum())
+    # Number of leading positive pairs of each column.
+    stop = np.where(positive.all(axis=0), n_pairs, np.argmin(positive, axis=0))
+    gamma = np.minimum.accumulate(gamma, axis=0)
+    keep = np.arange(n_pairs)[:, None] < stop[None, :]
+    return np.maximum(1.0, -1.0 + 2.0 * np.where(keep, gamma, 0.0).sum(axis=0))
+
+
+def _chunks(n_columns, size):
+    step = max(1, _MAX_BUFFER // max(size, 1))
+    for start in range(0, n_columns, step):
+        yield slice(start, min(start + step, n_columns))
 
 
 def chains_autocorrelation_time(x):
@@ -45,11 +64,19 @@ def chains_autocorrelation_time(x):
     n_chain, n, k = x.shape
     size = 1 << int(np.ceil(np.log2(2 * n)))
     tau = np.ones(k)
-    for col in range(k):
-        found = [_autocorrelation(x[ch, :, col], size) for ch in range(n_chain)]
-        found = [rho for rho in found if rho is not None]
-        if found:
-            tau[col] = _geyer(np.mean(found, axis=0))
+    for cols in _chunks(k, size * n_chain):
+        total = 0.0
+        count = 0
+        for ch in range(n_chain):
+            rho, varying = _autocorrelations(x[ch][:, cols], size)
+            total = total + rho
+            count = count + varying
+        found = count > 0
+        if found.any():
+            mean = total[:, found] / count[found]
+            tau_cols = tau[cols]
+            tau_cols[found] = _geyer(mean)
+            tau[cols] = tau_cols
     return tau
 
 
@@ -69,27 +96,18 @@ def integrated_autocorrelation_time(x):
 
     Notes
     -----
-    Autocorrelations from the FFT (O(T log T)); the sum is Geyer's (1992) initial
-    monotone sequence: pairs Gamma_m = rho_(2m) + rho_(2m+1) are summed while positive
-    and forced non-increasing, tau = -1 + 2 sum_m Gamma_m.
+    Autocorrelations from the FFT (O(T log T)), a block of columns at a time (the
+    buffers stay a few tens of MB for long chains with many columns); the sum is
+    Geyer's (1992) initial monotone sequence: pairs Gamma_m = rho_(2m) + rho_(2m+1) are
+    summed while positive and forced non-increasing, tau = -1 + 2 sum_m Gamma_m.
     """
     x = np.asarray(x, dtype=np.float64)
     n = x.shape[0]
     size = 1 << int(np.ceil(np.log2(2 * n)))
     tau = np.ones(x.shape[1])
-    for col in range(x.shape[1]):
-        # One column at a time: the FFT's buffers (about 6 size doubles) stay small next
-        # to x for long chains with many columns (10^6 draws: 50 MB, not 50 MB a column).
-        centred = x[:, col] - x[:, col].mean()
-        spectrum = np.fft.rfft(centred, n=size)
-        acov = np.fft.irfft(spectrum * np.conj(spectrum), n=size)[:n]
-        if not acov[0] > 0:
-            continue
-        rho = acov / acov[0]
-        n_pairs = n // 2
-        gamma = rho[0 : 2 * n_pairs : 2] + rho[1 : 2 * n_pairs : 2]
-        positive = gamma > 0
-        stop = n_pairs if positive.all() else int(np.argmin(positive))
-        gamma = np.minimum.accumulate(gamma[:stop])
-        tau[col] = max(1.0, -1.0 + 2.0 * gamma.sum())
+    for cols in _chunks(x.shape[1], size):
+        rho, varying = _autocorrelations(x[:, cols], size)
+        tau_cols = tau[cols]
+        tau_cols[varying] = _geyer(rho[:, varying])
+        tau[cols] = tau_cols
     return tau
