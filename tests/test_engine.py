@@ -7,6 +7,7 @@ Sources of truth:
 - Properties (permutation, rescaling, thread count, tile size).
 """
 
+import json
 import numba
 import numpy as np
 import pytest
@@ -357,7 +358,7 @@ def test_result_labels_and_attrs():
     for key, value in {"kernel": "IMQ", "c": 1.5, "beta": -0.3, "preconditioner": "med",
                        "n_chain": 3, "n_draw": 20, "n_parameter": 2}.items():
         assert res.attrs[key] == value
-    assert res.attrs["parameters"] == ["x[0]", "x[1]"]
+    assert json.loads(res.attrs["parameters"]) == ["x[0]", "x[1]"]
     # Reproducibility: the recorded scalar Lambda reproduces the value as an explicit array.
     again = steindiag.ksd(x, score=s, c=1.5, beta=-0.3,
                           preconditioner=res.attrs["preconditioner_lambda"])

@@ -8,6 +8,7 @@ Sources of truth:
 - ``arviz.summary``'s row labels for the variables that are not transformed.
 """
 
+import json
 import warnings
 
 import numpy as np
@@ -102,7 +103,7 @@ def test_labels_with_a_model(model, trace):
     # Truth: the documented rule; theta has the model's coordinates and no transform,
     # sigma's value variable is a scalar, the simplex's value variable has 2 entries for
     # 3 coordinates (labelled by position).
-    assert res.attrs["parameters"] == [
+    assert json.loads(res.attrs["parameters"]) == [
         "sigma_log__", "theta[a]", "theta[b]", "theta[c]", "w_simplex__[0]",
         "w_simplex__[1]",
     ]
@@ -114,7 +115,7 @@ def test_labels_with_a_model(model, trace):
                              else az.InferenceData(posterior=trace), kind="stats")
     # Truth: arviz.summary labels theta's rows the same way.
     assert [label for label in summary.index if label.startswith("theta")] == \
-        res.attrs["parameters"][1:4]
+        json.loads(res.attrs["parameters"])[1:4]
 
 
 class _Spy:

@@ -7,6 +7,7 @@ equality-constrained QP optimum, the stationary variance of unadjusted Langevin 
 Gaussian, E|mean|^2 = d / N for i.i.d. draws), published results (Liu & Lee 2017), NumPy's own weighted statistics, and ArviZ's labels.
 """
 
+import json
 import builtins
 import sys
 from pathlib import Path
@@ -569,7 +570,7 @@ def test_weights_of_a_dataset_trace_carry_its_coordinates():
     np.testing.assert_array_equal(w["draw"].values, posterior["draw"].values)
     np.testing.assert_array_equal(w["chain"].values, posterior["chain"].values)
     # Truth: the labelling rule (coordinate values, as arviz.summary): school = a, b, c.
-    assert w.attrs["parameters"][:2] == ["mu", "theta[a]"]
+    assert json.loads(w.attrs["parameters"])[:2] == ["mu", "theta[a]"]
 
 
 # -- weighted summary -------------------------------------------------------------------
