@@ -58,6 +58,11 @@ def warn_if_low_precision(dtype, name):
         )
 
 
+# Largest power of ten the Stein kernel's factors may reach before its sums over N^2 pairs
+# (and products such as u^T A (s(x) - s(y))) risk overflowing float64 (max about 1.8e308).
+LOG10_HEADROOM = 250.0
+
+
 def check_kernel_args(c, beta):
     """c > 0 finite, beta in (-1, 0); returns them as floats."""
     for name, value in (("c", c), ("beta", beta)):
@@ -70,6 +75,18 @@ def check_kernel_args(c, beta):
         raise ValueError(
             f"beta must be in the open interval (-1, 0) (the IMQ range in which KSD "
             f"detects non-convergence); got beta={beta}."
+        )
+    # The Stein kernel at t = 0 holds c^2 and (c^2)^(beta - 2); both must stay well inside
+    # float64 (HEADROOM leaves room for tr(A), |s|^2 and sums over N^2 pairs).
+    log_c2 = 2.0 * np.log10(c)
+    if not (abs(log_c2) <= LOG10_HEADROOM and (2.0 - beta) * -log_c2 <= LOG10_HEADROOM):
+        low = 10.0 ** (-LOG10_HEADROOM / (2.0 * (2.0 - beta)))
+        high = 10.0 ** (LOG10_HEADROOM / 2.0)
+        raise ValueError(
+            f"c must be between {low:.3g} and {high:.3g} for beta = {beta:g}: the IMQ Stein "
+            f"kernel holds c^2 and c^(2 (beta - 2)), which overflow float64 outside; got "
+            f"c={c:g}. c is in the kernel's coordinates (after the preconditioner; with the "
+            "default preconditioner='standardize', 1 is about one sd of the draws)."
         )
     return c, beta
 

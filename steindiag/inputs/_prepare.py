@@ -159,6 +159,7 @@ class PendingInput:
     def with_scores(self):
         """Evaluate or load the scores: the ``SteinInput``."""
         prepared = self._complete()
+        check_score_scale(prepared)
         warn_zero_score_columns(prepared)
         return prepared
 
@@ -236,6 +237,38 @@ def prepare_input(data, model=None, *, score=None, batched=True, group="posterio
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     ).with_scores()
+
+
+def check_score_scale(prepared):
+    """Refuse scores that, times the draws' spread, overflow the Stein kernel's products.
+
+    The kernel multiplies scores by the draws' scale (the default preconditioner divides
+    each parameter by its spread and multiplies its score by it) and then scores together:
+    |score| x spread must stay below 10^(LOG10_HEADROOM / 2). O(N d), logs only (no
+    overflow warnings).
+    """
+    from steindiag._validate import LOG10_HEADROOM
+
+    d = prepared.draws.shape[2]
+    flat_draws = prepared.draws.reshape(-1, d)
+    largest_score = np.max(np.abs(prepared.scores.reshape(-1, d)), axis=0)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        spread = np.max(flat_draws, axis=0) - np.min(flat_draws, axis=0)
+        log_product = np.log10(largest_score) + np.log10(np.maximum(spread, 1.0))
+    log_product = np.where(np.isnan(log_product), -np.inf, log_product)
+    worst = int(np.argmax(log_product))
+    if log_product[worst] <= LOG10_HEADROOM / 2:
+        return
+    raise ValueError(
+        f"score: |grad log p| reaches {largest_score[worst]:.3g} for {prepared.parameter[worst]!r}, "
+        f"whose draws span {spread[worst]:.3g}; the Stein kernel multiplies the score by the "
+        f"draws' scale and then scores together, so this (about 1e{log_product[worst]:.0f}, "
+        f"above 1e{LOG10_HEADROOM / 2:.0f}) overflows float64 and KSD would be inf or NaN. "
+        "Draws this far from where the score puts p's mass do not fit p; if they should, "
+        "the draws and the score disagree in units, space (space=) or order of the "
+        "parameters (var_names=). Rescale the parameters so that draws and scores are of "
+        "moderate size."
+    )
 
 
 def warn_zero_score_columns(prepared):

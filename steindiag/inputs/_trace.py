@@ -268,6 +268,28 @@ def _select(dataset, coords, what, *, strict=False):
         raise ValueError(f"coords={coords!r} could not be selected from {what}: {err}") from err
 
 
+def _check_not_empty(dataset, sample_dims, coords, what):
+    """At least one variable (and, given ``sample_dims``, one draw of each), after ``coords``."""
+    if not dataset.data_vars:
+        raise ValueError(
+            f"{what} has no variables: there are no draws to read. Pass the trace's group "
+            "that holds the draws (group=, e.g. 'posterior') or a Dataset with at least one "
+            "variable."
+        )
+    if sample_dims is None:
+        return
+    empty = {dim: dataset.sizes[dim] for dim in sample_dims if dataset.sizes[dim] == 0}
+    if empty:
+        selected = (f"coords={coords!r} selects no {', no '.join(empty)}"
+                    if coords else f"{what} has no {', no '.join(empty)}")
+        raise ValueError(
+            f"{selected}: there are no draws to read (sizes after the selection: "
+            f"{ {dim: dataset.sizes[dim] for dim in sample_dims} }). Select at least one "
+            "chain and a few draws (e.g. coords={'draw': slice(500, None)} keeps the draws "
+            "from 500 on; labels, not positions)."
+        )
+
+
 def _with_sample_dims(dataset, sample_dims, what):
     """Dataset with (chain_dim, draw_dim); a missing chain dim (one sample dim) is added."""
     missing = [dim for dim in sample_dims if dim not in dataset.dims]
@@ -938,7 +960,9 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
     if model is not None and coords:
         _check_model_selection(model, posterior, coords, sample_dims, group_label)
     posterior = _select(posterior, coords, group_label, strict=True)
+    _check_not_empty(posterior, None, coords, group_label)
     posterior, pair = _with_sample_dims(posterior, sample_dims, group_label)
+    _check_not_empty(posterior, pair, coords, group_label)
     chain, draw = _coordinate(posterior, pair[0]), _coordinate(posterior, pair[1])
     stats_group = _COMPANION_GROUPS.get(group, (None, None))[1]
     if _container_kind(data) == "dataset":

@@ -213,7 +213,63 @@ def make_preconditioner(preconditioner, pooled_draws, parameter):
     pooled_draws : ndarray (N, d)
     parameter : list of str
         Labels of the d coordinates (for error messages).
+
+    Raises
+    ------
+    ValueError
+        Also when tr(A) or (x - y)^T A (x - y) over the draws would leave float64's
+        headroom (``steindiag._validate.LOG10_HEADROOM``): the kernel's sums would be
+        inf or NaN.
     """
+    pre = _resolve(preconditioner, pooled_draws, parameter)
+    _check_kernel_scale(pre, preconditioner, pooled_draws, parameter)
+    return pre
+
+
+def _check_kernel_scale(pre, preconditioner, pooled_draws, parameter):
+    """tr(A) and the largest (x - y)^T A (x - y) of the draws within float64's headroom.
+
+    O(N d) reads, no copy: for a diagonal A the largest t is sum_k a_k range_k^2 (ranges
+    in kernel coordinates); with a rotation, max(a) sum_k range_k^2 bounds it.
+    """
+    from steindiag._validate import LOG10_HEADROOM
+
+    limit = 10.0**LOG10_HEADROOM
+    name = (f"preconditioner={preconditioner!r}" if isinstance(preconditioner, str)
+            else "preconditioner (Lambda array)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        trace_a = float(np.sum(pre.a))
+        if not (np.isfinite(trace_a) and trace_a <= limit):
+            raise ValueError(
+                f"{name}: tr(Lambda^-1) = {trace_a:.3g} (Lambda's smallest "
+                f"eigenvalue {1.0 / float(np.max(pre.a)):.3g}); the Stein kernel holds "
+                f"tr(Lambda^-1), which must stay below {limit:.0e} in float64. Lambda is the "
+                "kernel's squared length scale: give it the order of the draws' variances, "
+                "or use preconditioner='standardize' (the default)."
+            )
+        if pooled_draws.size == 0:
+            return
+        spread = np.max(pooled_draws, axis=0) - np.min(pooled_draws, axis=0)
+        if pre.scale is not None:
+            spread = spread / pre.scale
+        if pre.rotation is None:
+            per_parameter = pre.a * spread**2
+        else:
+            per_parameter = float(np.max(pre.a)) * spread**2
+        t_max = float(np.sum(per_parameter))
+    if not (np.isfinite(t_max) and t_max <= limit):
+        worst = int(np.argmax(np.where(np.isfinite(per_parameter), per_parameter, np.inf)))
+        raise ValueError(
+            f"{name}: the draws span {spread[worst]:.3g} in the kernel's "
+            f"coordinates along {parameter[worst]!r}, so (x - y)^T Lambda^-1 (x - y) reaches "
+            f"{t_max:.3g}, beyond the {limit:.0e} float64 leaves the Stein kernel; its sums "
+            "would be inf or NaN. Use preconditioner='standardize' (the default, which "
+            "divides each parameter by its spread), a Lambda of the order of the draws' "
+            "variances, or rescale the parameters."
+        )
+
+
+def _resolve(preconditioner, pooled_draws, parameter):
     if isinstance(preconditioner, str):
         try:
             builder = PRECONDITIONERS[preconditioner]
