@@ -1,23 +1,32 @@
-"""``stein`` accessor on ``xarray.DataTree`` (ArviZ 1.x / PyMC 6 traces).
+"""``stein`` accessor on ``xarray.DataTree`` (ArviZ 1.x / PyMC 6 traces) and on ArviZ 0.x's
+``InferenceData`` (PyMC 5 traces).
 
 After ``import steindiag``::
 
-    idata = pm.sample(model=model)          # an xarray.DataTree on ArviZ >= 1
+    idata = pm.sample(model=model)          # DataTree (ArviZ >= 1) or InferenceData (0.x)
     idata.stein.ksd(model)                  # == steindiag.ksd(idata, model)
     idata.stein.ksd_path(model)             # == steindiag.ksd_path(idata, model)
     idata.stein.ksd_test(model)             # == steindiag.ksd_test(idata, model)
     idata.stein.mmd()                       # == steindiag.mmd(idata)
 
-Registration needs only xarray (no ArviZ, PyMC or PyTensor import). It is skipped,
-with a warning, if another package already put a ``stein`` attribute on DataTree,
-and it is idempotent when this module is reloaded.
+Registration on DataTree needs only xarray (no ArviZ, PyMC or PyTensor import). ArviZ 0.x
+has no accessor registry, and importing it would cost about a second at
+``import steindiag``, so ``InferenceData`` gets the accessor (a class attribute, as
+xarray's own registration adds) only if ArviZ 0.x is already imported when steindiag is
+(``import pymc`` or ``import arviz`` first, as sorted imports do). Otherwise call
+:func:`register_inference_data` after importing ArviZ, or call the functions
+(``steindiag.ksd(idata, model)``), which accept an InferenceData either way.
+
+Registration is skipped, with a warning, if another package already put a ``stein``
+attribute on the class, and it is idempotent when this module is reloaded.
 """
 
+import sys
 import warnings
 
 import xarray as xr
 
-__all__ = ["SteinAccessor"]
+__all__ = ["SteinAccessor", "register_inference_data"]
 
 _NAME = "stein"
 
@@ -71,28 +80,85 @@ class SteinAccessor:
         return steindiag.mmd(self._obj, other, **kwargs)
 
 
+def _take_name(cls):
+    """Whether ``cls.stein`` is free (or ours, from a reload) for the accessor."""
+    existing = cls.__dict__.get(_NAME, getattr(cls, _NAME, None))
+    if existing is None:
+        return True
+    accessor = getattr(existing, "_accessor", existing)
+    if getattr(accessor, "_steindiag_accessor", False):
+        # Already ours (module reloaded): replace silently with the current class.
+        delattr(cls, _NAME)
+        return True
+    warnings.warn(
+        f"{cls.__module__}.{cls.__name__} already has an attribute {_NAME!r} (from another "
+        "package); the steindiag accessor is not registered. Call steindiag.ksd(idata, "
+        "model) instead.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return False
+
+
+class _InferenceDataAccessor:
+    """Descriptor giving ``SteinAccessor(idata)`` (xarray's accessors work the same way)."""
+
+    _accessor = SteinAccessor
+
+    def __get__(self, obj, cls):
+        if obj is None:
+            return SteinAccessor
+        return SteinAccessor(obj)
+
+
 def _register():
     register = getattr(xr, "register_datatree_accessor", None)
     datatree = getattr(xr, "DataTree", None)
     if register is None or datatree is None:  # pragma: no cover - xarray < 2024.10
         return False
-    existing = getattr(datatree, _NAME, None)
-    if existing is not None:
-        accessor = getattr(existing, "_accessor", existing)
-        if getattr(accessor, "_steindiag_accessor", False):
-            # Already ours (module reloaded): replace silently with the current class.
-            delattr(datatree, _NAME)
-        else:
-            warnings.warn(
-                f"xarray.DataTree already has an attribute {_NAME!r} (from another package); "
-                "the steindiag accessor is not registered. Call steindiag.ksd(idata, model) "
-                "instead.",
-                UserWarning,
-                stacklevel=2,
-            )
-            return False
+    if not _take_name(datatree):
+        return False
     register(_NAME)(SteinAccessor)
     return True
 
 
+def register_inference_data():
+    """Add ``idata.stein`` to ArviZ 0.x's ``InferenceData`` (imports ArviZ).
+
+    Done at ``import steindiag`` when ArviZ 0.x is already imported; call this when
+    steindiag was imported first. ArviZ 1.x traces are DataTrees, which have the accessor
+    from ``import steindiag``.
+
+    Returns
+    -------
+    bool
+        Whether ``InferenceData.stein`` is now the steindiag accessor (False on ArviZ 1.x,
+        which has no InferenceData, or when another package holds the name).
+
+    Examples
+    --------
+    >>> import steindiag.accessors
+    >>> isinstance(steindiag.accessors.register_inference_data(), bool)
+    True
+    """
+    import arviz  # noqa: F401  (loads arviz.data.inference_data on ArviZ 0.x)
+
+    return _register_inference_data()
+
+
+def _register_inference_data():
+    # Never touch arviz.InferenceData itself: on ArviZ 1.x that name warns (migration).
+    module = sys.modules.get("arviz.data.inference_data")
+    inference_data = getattr(module, "InferenceData", None)
+    if inference_data is None:
+        return False
+    if isinstance(inference_data.__dict__.get(_NAME), _InferenceDataAccessor):
+        return True
+    if not _take_name(inference_data):
+        return False
+    setattr(inference_data, _NAME, _InferenceDataAccessor())
+    return True
+
+
 _register()
+_register_inference_data()
