@@ -467,8 +467,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     some power, but the level holds at every autocorrelation time (the wild bootstrap
     with a sign chain, which reads all draws, rejected valid chains up to twice its
     level in the tail where the tests are read). The MMD test of agreement relabels
-    blocks of about 8 tau draws among the chains, with pairs of draws in the same or
-    adjacent blocks left out. Measured levels and power on valid and biased samplers:
+    every other block of about 5 tau draws among the chains (the blocks used are a block
+    apart, so nearly independent). Measured levels and power on valid and biased samplers:
     benchmarks/results/calibration.md.
 
     "does not fit" when a chain never moved or a test rejects with a p-value that can be

@@ -220,8 +220,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         Draws per block in the permutation test (blocks of consecutive draws of one chain
         are permuted whole). ``"auto"``: 5 times the largest integrated autocorrelation
         time of any coordinate of any chain, rounded up, and at least 1/100 of the chain
-        (so at most 100 blocks per chain); with ``test="all"``, 8 times the largest tau
-        of the chains' mean autocorrelation. Use 1 for independent draws of a small
+        (so at most 100 blocks per chain); with ``test="all"``, 5 times the largest tau
+        of the chains' mean autocorrelation, and every other block is used (the blocks
+        used are then a block apart, so nearly independent). Use 1 for independent draws of a small
         sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
         block sums take 8 P U^2 bytes (P = max(8, threads)), so U = N draws of 10,000
         would need 6.4 GB.
@@ -230,8 +231,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     test : {"pairs", "all"}, default "pairs"
         Without ``other``, which permutation test: ``"pairs"``, one test for every pair
         of chains (``pvalue`` (chain, chain_other)); ``"all"``, one test that all chains
-        agree (``pvalue`` (), and ``agreement_statistic`` ()): the blocks of all chains
-        are relabelled among the chains, and the statistic is the mean kernel over pairs
+        agree (``pvalue`` (), and ``agreement_statistic`` ()): every other block of every
+        chain (so that the blocks used are nearly independent) is relabelled among the
+        chains, and the statistic is the mean kernel over pairs
         of draws in the same chain minus the mean over pairs in different chains. With
         many chains, "all" is one test instead of C (C - 1) / 2 (no correction for
         multiple testing needed) and costs O(n_permutations U^2) for U blocks in all.
@@ -451,7 +453,18 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     np.fill_diagonal(mmd2, 0.0)
     coords = {"chain": ("chain", prepared.chain), "chain_other": ("chain_other", prepared.chain)}
     if n_permutations and test == "all":
-        statistic, pvalue = (agreement_pvalue(test_sums, test_counts, unit_chain,
+        # Every other block of each chain: the blocks used are a block apart, so nearly
+        # independent (left out of the statistic or not, neighbouring blocks make the
+        # terms of one chain depend on each other, which relabelling does not reproduce:
+        # with all blocks and neighbours left out, 64 chains of 100 draws were rejected
+        # in 7.7 % of valid runs at level 1.25 %).
+        n_blocks = blocks_per_chain[0]
+        used = np.flatnonzero(np.tile(np.arange(n_blocks) % 2 == 0, n_chain))
+        used_sums = G[np.ix_(used, used)].copy()
+        used_counts = np.outer(sizes[used], sizes[used])
+        np.fill_diagonal(used_sums, 0.0)
+        np.fill_diagonal(used_counts, 0.0)
+        statistic, pvalue = (agreement_pvalue(used_sums, used_counts, unit_chain[used],
                                               n_permutations, rng)
                              if testable else (np.nan, np.nan))
         coords["pvalue"] = ((), pvalue, {"long_name": "p-value of the test that all chains "

@@ -265,7 +265,7 @@ def pooled_verdict(evidence, level):
     if e.n_chain > 1 and not e.agreement_reliable:
         doubts.append(
             "the chains are too autocorrelated for the MMD test of agreement (fewer than 3 "
-            "blocks of about 8 autocorrelation times per chain, or 20 in all): whether they "
+            "blocks of about 5 autocorrelation times per chain, or 20 in all): whether they "
             "agree cannot be checked")
     if doubts:
         return INCONCLUSIVE, "; ".join(doubts)
