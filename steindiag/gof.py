@@ -64,8 +64,9 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped=False, estimator="e
     if not isinstance(damped, (bool, np.bool_)):
         raise TypeError(f"damped must be True or False; got {damped!r}.")
     if damped and (bootstrap not in ("thinned", "iid", "auto") or estimator != "exact"):
-        raise ValueError("damped=True needs bootstrap='thinned' or 'iid' and estimator='exact'; got "
-                         f"bootstrap={bootstrap!r}, estimator={estimator!r}.")
+        raise ValueError("damped=True needs bootstrap='thinned' or 'iid' and "
+                         f"estimator='exact'; got bootstrap={bootstrap!r}, "
+                         f"estimator={estimator!r}.")
     rng = check_rng(rng)
     return int(n_bootstrap), rng, bool(pooled)
 
@@ -126,8 +127,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         draws the same independent +-1 sign (see Notes). ``"wild"``: for MCMC draws;
         each bootstrap weight vector is a +-1 sign chain that flips with probability a
         (chosen per chain from its autocorrelation, see Notes); measured levels up to
-        twice the nominal one in the tail (benchmarks/results/calibration.md). ``"iid"``: independent Rademacher signs (a = 1/2), for independent
-        draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the weights of
+        twice the nominal one in the tail (benchmarks/results/calibration.md).
+        ``"iid"``: independent Rademacher signs (a = 1/2), for independent draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the weights of
         Liu, Lee & Jordan 2016, applied here to the V-statistic), for independent draws. ``"auto"``: ``"iid"`` for a
         2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
     n_bootstrap : int, default 1000
@@ -142,8 +143,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         Also the statistic of the score-damped (diffusion) Stein operator, with the same
         bootstrap signs (``bootstrap="thinned"`` or ``"iid"``, exact estimator only): weight
         ``m(x) = exp(-2 |z|^2 / q)``, z the draws standardised by their median and MAD
-        and q the median of ``|z|^2``, so that a few draws with huge scores (a funnel's neck, a
-        prior's tail) do not make up the whole statistic (see Notes). Twice the cost.
+        and q the median of ``|z|^2``, so that a few draws with huge scores (a funnel's
+        neck, a prior's tail) do not make up the whole statistic (see Notes). Twice the
+        cost.
 
     Returns
     -------
@@ -172,13 +174,15 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         always marked reliable.
         ``attrs``: ``bootstrap`` (the kind used), ``n_bootstrap``, ``flip_probability``,
         the rule for it, ``thinning_lag`` (L; 1 unless thinned) and ``n_draw_tested``
-        (draws per chain in each thinned subsequence), and the kernel and preconditioner as in :func:`steindiag.ksd`.
+        (draws per chain in each thinned subsequence), and the kernel and
+        preconditioner as in :func:`steindiag.ksd`.
 
     Warns
     -----
     UserWarning
         With the wild bootstrap, when a chain's sign chain is expected to flip fewer
-        than 10 times (a chain with very few effective draws): its p-value is unreliable
+        than 10 times (a chain with very few effective draws), and with the thinned one,
+        when a chain holds fewer than 20 blocks of L draws: its p-value is unreliable
         (``pvalue_reliable`` is False).
 
     Notes
@@ -302,9 +306,10 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             "thinned": np.full(n_chain, 0.5),
             "multinomial": np.full(n_chain, np.nan)}[bootstrap]
     # The p-value is marked unreliable (not only warned about) when a wild bootstrap's
-    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times, or when
-    # thinning keeps fewer than MIN_THINNED_DRAWS draws of a chain; pooled, when any
-    # chain's is (its part of the pooled statistic is then badly simulated).
+    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times (pooled: in any
+    # chain, whose part of the pooled statistic is then badly simulated), or when the
+    # thinned test has fewer than MIN_THINNED_DRAWS blocks in a chain (pooled: in all, or
+    # MIN_POOLED_BLOCKS in a chain).
     expected_flips = n_used * flip
     if bootstrap == "wild":
         reliable = expected_flips >= _MIN_EXPECTED_FLIPS

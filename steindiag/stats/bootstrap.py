@@ -20,7 +20,7 @@ __all__ = ["MIN_POOLED_BLOCKS", "MIN_THINNED_DRAWS", "bootstrap_pvalue", "max_st
 _SIGN_RUN_PER_TAU = 12.0
 
 
-# The thinned test reads every L-th draw, L = 1 + floor(4 (tau - 1)) (see ``thinning_lag``),
+# The thinned test reads every L-th draw, L = 1 + floor(5 (tau - 1)) (see ``thinning_lag``),
 # from every offset. Fewer than MIN_THINNED_DRAWS blocks of L draws in a chain and its
 # p-value is not trusted; the pooled p-value is, with at least MIN_THINNED_DRAWS blocks in
 # all and MIN_POOLED_BLOCKS in every chain.
