@@ -120,8 +120,7 @@ def pymc_runs(n_runs, n_draws, reference_draws, method):
         accuracy = np.mean(mcse_cv ** 2, axis=0) / var_cv
         half = 1.645 * np.sqrt(mcse_cv ** 2 + truth_se ** 2)
         coverage = np.mean(np.abs(cv - truth) <= half)
-        print(f"| {name} | {method} | {n_runs} x 4 x {n_draws} | {ratio.min():.3g} "
-              f"({labels[int(np.argmin(ratio))]}), "
+        print(f"| {name} | {method} | {n_runs} x 4 x {n_draws} | {ratio.min():.3g}, "
               f"{np.median(ratio):.3g} | {np.median(accuracy):.2f} ({accuracy.min():.2f}-"
               f"{accuracy.max():.2f}) | {coverage:.3f} | {np.median(times):.2f} |", flush=True)
 

@@ -25,7 +25,6 @@ from steindiag.methods.control_variates import (
     n_coefficients,
     polynomial_design,
     ridge_cross_fit,
-    transform_controls,
 )
 from steindiag.stats.mcse import mcse_mean
 
@@ -97,7 +96,7 @@ def _trace_dataset(data, group, var_names, coords, chain, draw):
 
 
 def _trace_rows(dataset, n_chain, n_draw):
-    labels, columns, owners = [], [], []
+    labels, columns = [], []
     for name, variable in dataset.data_vars.items():
         if "chain" not in variable.dims or "draw" not in variable.dims:
             continue
@@ -107,8 +106,7 @@ def _trace_rows(dataset, n_chain, n_draw):
         values = variable.transpose("chain", "draw", *other).values
         columns.append(values.reshape(n_chain, n_draw, -1).astype(np.float64))
         labels.extend(variable_labels(name, variable, ("chain", "draw")))
-        owners.extend([str(name)] * columns[-1].shape[2])
-    return labels, columns, owners
+    return labels, columns
 
 
 def _plain(value):
@@ -168,18 +166,17 @@ def _function_values(name, function, argument, chain, draw):
 
 
 def _rows(data, prepared, functions, group, var_names, coords):
-    """(labels, values (chain, draw, n_rows), owners: each row's trace variable or None)."""
+    """(labels, values (chain, draw, n_rows), argument given to callables)."""
     n_chain, n_draw = prepared.draws.shape[:2]
     if is_labelled(data):
         full, selected = _trace_dataset(data, group, var_names, coords, prepared.chain,
                                         prepared.draw)
-        labels, columns, owners = _trace_rows(selected, n_chain, n_draw)
+        labels, columns = _trace_rows(selected, n_chain, n_draw)
         argument = full
     else:
         if var_names is not None:
             raise TypeError("var_names applies to labelled traces only; data is an array.")
         labels, columns = list(prepared.parameter), [prepared.draws]
-        owners = [None] * len(labels)
         argument = prepared.draws
     for name, function in functions.items():
         if name in labels:
@@ -187,7 +184,6 @@ def _rows(data, prepared, functions, group, var_names, coords):
         columns.append(_function_values(name, function, argument, prepared.chain,
                                         prepared.draw)[:, :, None])
         labels.append(name)
-        owners.append(None)
     if not labels:
         raise ValueError("nothing to summarise: no variable selected and no functions.")
     values = np.concatenate(columns, axis=2)
@@ -199,87 +195,7 @@ def _rows(data, prepared, functions, group, var_names, coords):
             f"{_plain(prepared.chain[c])!r}, draw={_plain(prepared.draw[t])!r}); select finite draws with "
             "coords= or var_names=."
         )
-    return labels, values, owners
-
-
-# -- function-specific control variates for constrained quantities ------------------------
-
-# Elementwise transforms of PyMC with a closed-form inverse T (constrained = T(z)) and
-# derivative dT/dz written through the constrained value f: (T(z), dT/dz given f).
-_TRANSFORMS = {
-    "log": (np.exp, lambda f: f),
-    "logodds": (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda f: f * (1.0 - f)),
-}
-
-
-def _attr_list(attrs, key):
-    value = attrs.get(key)
-    if isinstance(value, str):
-        import json
-
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return list(value) if isinstance(value, (list, tuple)) else None
-
-
-def _transform_terms(owners, flat_values, plain_mean, draws, scores, parameter, attrs,
-                     max_coefficients):
-    """Function-specific control variates for the rows that are T(z_k) of one
-    unconstrained coordinate, T a log or logodds transform (f' = dT/dz_k in closed form):
-    ``transform_controls`` of f with products (3d - 1 columns per row: f times the
-    first-order and diagonal second-order fields, and f y_i e_k), or without them (one,
-    f s_k + f') when the rows would need more than ``max_coefficients`` columns; and one
-    column (f - m)^2 s_k + 2 (f - m) f' per row for the second moment.
-
-    A row qualifies when its trace variable is a free variable whose value variable has
-    that transform and as many elements (element i of one is element i of the other),
-    and its values equal T(z_k) at every draw (relative 1e-6): the check, not the names,
-    decides. Returns (columns or None, the labels' indices used).
-    """
-    free = _attr_list(attrs, "free_variables")
-    value_names = _attr_list(attrs, "value_variables")
-    transforms = _attr_list(attrs, "transforms")
-    if not free or not value_names or not transforms or not (
-            len(free) == len(value_names) == len(transforms)):
-        return None, []
-    owner_of_column = []
-    for label in parameter:
-        owner_of_column.append(str(label).split("[", 1)[0])
-    rows, coordinates, derivatives = [], [], []
-    for name, value_name, transform in zip(free, value_names, transforms):
-        if transform not in _TRANSFORMS:
-            continue
-        row_index = [r for r, owner in enumerate(owners) if owner == name]
-        column_index = [k for k, owner in enumerate(owner_of_column) if owner == value_name]
-        if not row_index or len(row_index) != len(column_index):
-            continue
-        inverse, derivative = _TRANSFORMS[transform]
-        for r, k in zip(row_index, column_index):
-            f = flat_values[:, r]
-            with np.errstate(over="ignore", invalid="ignore"):
-                mapped = inverse(draws[:, k])
-            if not np.allclose(mapped, f, rtol=1e-6, atol=1e-300):
-                continue
-            rows.append(r)
-            coordinates.append(k)
-            derivatives.append(derivative(f))
-    if not rows:
-        return None, []
-    values = flat_values[:, rows]
-    derivatives = np.stack(derivatives, axis=1)
-    centred = values - plain_mean[rows]
-    d = draws.shape[1]
-    products = len(rows) * (3 * d - 1) <= max_coefficients
-    columns = np.concatenate([
-        transform_controls(values, derivatives, draws, scores, coordinates, products=products),
-        transform_controls(centred ** 2, 2.0 * centred * derivatives, draws, scores,
-                           coordinates, products=False),
-    ], axis=1)
-    if not np.all(np.isfinite(columns)):
-        return None, []
-    return columns, rows
+    return labels, values
 
 
 # -- the estimators, dispatched by name -------------------------------------------------------
@@ -299,9 +215,7 @@ def _polynomial(order, regularised):
                     "quadratic then) or raise max_coefficients."
                 )
             diagonal = True
-        extra = options.get("extra_controls")
-        n_extra = 0 if extra is None else extra.shape[1]
-        p = n_coefficients(d, order, diagonal) + n_extra
+        p = n_coefficients(d, order, diagonal)
         if not regularised and p + 1 >= n_train:
             raise ValueError(
                 f"method='polynomial{order}' fits {p} coefficients on {n_train} training "
@@ -309,8 +223,6 @@ def _polynomial(order, regularised):
                 "method='regularised', or 'polynomial1'."
             )
         controls = polynomial_design(draws, scores, order, diagonal=diagonal)
-        if n_extra:
-            controls = np.concatenate([controls, extra], axis=1)
         if regularised:
             penalties = RIDGE_GRID if p + 1 >= n_train else np.concatenate([[0.0], RIDGE_GRID])
         else:
@@ -319,9 +231,6 @@ def _polynomial(order, regularised):
         basis = {1: "first-order polynomial", 2: "second-order polynomial"}[order]
         if diagonal:
             basis = "second-order polynomial, diagonal B"
-        if n_extra:
-            basis += (f" + f s_k + df/dz_k for {n_extra // 2} constrained quantities "
-                      "f = T(z_k) (and their centred squares)")
         info = {"basis": basis, "n_coefficients": p}
         if regularised:
             info["penalty_rule"] = ("ridge, penalty per quantity by cross-validation over "
@@ -364,10 +273,9 @@ _ESTIMATORS = {
 }
 
 
-def _auto_candidates(n, d, n_train, max_coefficients, n_extra=0):
+def _auto_candidates(n, d, n_train, max_coefficients):
     candidates = ["polynomial1"]
-    if (n_coefficients(d, 2) <= max_coefficients
-            and n_coefficients(d, 2) + n_extra + 1 < n_train):
+    if n_coefficients(d, 2) <= max_coefficients and n_coefficients(d, 2) + 1 < n_train:
         candidates.append("polynomial2")
     candidates.append("regularised")
     if n <= _AUTO_KERNEL_DRAWS:
@@ -475,13 +383,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
 
     The identity needs the space in which p is smooth and positive on all of R^d:
     draws and scores are in the model's unconstrained space z, while the quantities
-    are the trace's stored values, f(T(z)), draw by draw. For a row that is T(z_k) of
-    one coordinate (a PyMC log or logodds transform: positive scales, probabilities;
-    checked against the values draw by draw), the polynomial methods add the fields
-    g = f e_i, f y_i e_i and f y_i e_k (3d - 1 columns: div g + g . s uses f' = dT/dz_k
-    in closed form) and (f - m)^2 e_k for its second moment; attrs ``transform_terms``
-    lists those rows (only g = f e_k when 3d - 1 per row would exceed
-    ``max_coefficients``). Other transforms get no extra columns.
+    are the trace's stored values, f(T(z)), draw by draw.
 
     Error bars: the coefficients applied to a draw are fitted on the other folds
     (cross-fitting), h_i = f_i - c_(-k(i)) . psi_i, and ``mcse_mean_cv`` is ArviZ's
@@ -533,7 +435,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     n_chain, n_draw, d = prepared.draws.shape
     if n_draw < 4:
         raise ValueError(f"control_variates needs at least 4 draws per chain; got {n_draw}.")
-    labels, values, owners = _rows(data, prepared, functions, group, var_names, coords)
+    labels, values = _rows(data, prepared, functions, group, var_names, coords)
     n_rows = len(labels)
     n = n_chain * n_draw
     flat_values = values.reshape(n, n_rows)
@@ -545,14 +447,9 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     folds = fold_labels(n_chain, n_draw, n_folds).reshape(n)
     n_folds_used = int(np.unique(folds).size)
     n_train = int(np.min([np.sum(folds != k) for k in np.unique(folds)]))
-    extra, transformed_rows = _transform_terms(owners, flat_values, plain_mean, draws, scores,
-                                               prepared.parameter, prepared.attrs,
-                                               max_coefficients)
-    options = {"max_coefficients": max_coefficients, "max_kernel_draws": max_kernel_draws,
-               "extra_controls": extra}
+    options = {"max_coefficients": max_coefficients, "max_kernel_draws": max_kernel_draws}
 
-    attrs = {"method_requested": method,
-             "transform_terms": [labels[r] for r in transformed_rows]}
+    attrs = {"method_requested": method}
     with single_threaded_blas():
         chosen, adjusted, info = _fit(method, targets, draws, scores, folds, options, n, d,
                                       n_train, max_coefficients, attrs)
@@ -568,8 +465,7 @@ def _fit(method, targets, draws, scores, folds, options, n, d, n_train, max_coef
          attrs):
     """Run the method (or every candidate of "auto"): (name, adjusted values, info)."""
     if method == "auto":
-        n_extra = 0 if options["extra_controls"] is None else options["extra_controls"].shape[1]
-        candidates = _auto_candidates(n, d, n_train, max_coefficients, n_extra)
+        candidates = _auto_candidates(n, d, n_train, max_coefficients)
         results = {name: _ESTIMATORS[name](targets, draws, scores, folds, options)
                    for name in candidates}
         cv_scores = {name: _held_out_score(result[2], targets)

@@ -19,7 +19,6 @@ from steindiag.methods.control_variates import (
     polynomial_design,
     ridge_cross_fit,
     stein_kernel_matrix,
-    transform_controls,
 )
 from steindiag.stats.mcse import mcse_mean
 
@@ -307,40 +306,3 @@ def test_discrete_model_is_refused():
                             "count": (("chain", "draw"), np.ones((1, 8), dtype=int))})
     with pytest.raises(ValueError, match="discrete free variables"):
         steindiag.control_variates(posterior, model)
-
-
-# z = log tau with tau ~ InverseGamma(shape b, scale lam): log p(z) = -lam e^-z - b z + const,
-# score s = lam e^-z - b, so e^z (s + 1) = lam + (1 - b) e^z: tau = exp(z) lies in the span of
-# {1, f s + f'} (f = f' = e^z) but not of the polynomial ones; E[tau] = lam / (b - 1).
-_SHAPE, _SCALE = 4.0, 3.0
-
-
-def test_transform_column_is_exact_for_log_inverse_gamma():
-    rng = np.random.default_rng(11)
-    tau = _SCALE / rng.gamma(_SHAPE, 1.0, size=200)      # InverseGamma(b, lam) draws
-    z = np.log(tau)[:, None]
-    scores = _SCALE * np.exp(-z) - _SHAPE
-    f = np.exp(z)
-    controls = np.concatenate([polynomial_design(z, scores, 1),
-                               transform_controls(f, f, z, scores, [0])], axis=1)
-    folds = np.arange(200) % 4
-    adjusted, _, _ = ridge_cross_fit(f, controls, folds)
-    # truth: E[tau] = lam / (b - 1), closed form (comment above)
-    assert abs(adjusted.mean() - _SCALE / (_SHAPE - 1.0)) < 1e-10
-    # without the transform column the first-order fit is not exact
-    plain_fit, _, _ = ridge_cross_fit(f, polynomial_design(z, scores, 1), folds)
-    assert abs(plain_fit.mean() - _SCALE / (_SHAPE - 1.0)) > 1e-6
-
-
-def test_pymc_log_transformed_scale_gets_the_transform_column():
-    pm = pytest.importorskip("pymc")
-    with pm.Model() as model:
-        pm.InverseGamma("tau", alpha=_SHAPE, beta=_SCALE)
-    rng = np.random.default_rng(12)
-    tau = _SCALE / rng.gamma(_SHAPE, 1.0, size=(2, 100))
-    posterior = xr.Dataset({"tau": (("chain", "draw"), tau)},
-                           coords={"chain": [0, 1], "draw": np.arange(100)})
-    res = steindiag.control_variates(posterior, model, method="polynomial1")
-    assert res.attrs["transform_terms"] == '["tau"]' or res.attrs["transform_terms"] == ["tau"]
-    # truth: E[tau] = lam / (b - 1), closed form (comment above)
-    assert abs(res["mean_cv"].sel(label="tau").item() - _SCALE / (_SHAPE - 1.0)) < 1e-10
