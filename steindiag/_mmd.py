@@ -57,9 +57,9 @@ _RELABEL_CHUNK = 256
 def agreement_pvalue(sums, counts, unit_chain, n_permutations, rng):
     """p-value of the test that all chains agree: blocks relabelled among the chains.
 
-    ``sums`` and ``counts`` (U, U): kernel sums and pair counts between blocks with the
-    near pairs left out (``stats.mmd.far_pair_sums``); ``unit_chain`` (U,): the chain of
-    each block. Each relabelling is a uniformly random permutation of ``unit_chain``
+    ``sums`` and ``counts`` (U, U): kernel sums and pair counts between the blocks used
+    (nearly independent ones: every other block of a chain), pairs within a block left
+    out (zero diagonal); ``unit_chain`` (U,): the chain of each block. Each relabelling is a uniformly random permutation of ``unit_chain``
     (every chain keeps its number of blocks); the statistic is
     ``stats.mmd.agreement_statistic``. Returns (observed statistic, p-value), p =
     (1 + #{relabelled >= observed}) / (1 + n_permutations). O(n_permutations U^2) time.
@@ -193,8 +193,8 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
 
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
-        test="pairs", kernel="imq", c=None, beta=None, preconditioner="standardize", group="posterior",
-        var_names=None, coords=None, sample_dims=None, compile_mode=None):
+        test="pairs", kernel="imq", c=None, beta=None, preconditioner="standardize",
+        group="posterior", var_names=None, coords=None, sample_dims=None, compile_mode=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -222,8 +222,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         time of any coordinate of any chain, rounded up, and at least 1/100 of the chain
         (so at most 100 blocks per chain); with ``test="all"``, 5 times the largest tau
         of the chains' mean autocorrelation, and every other block is used (the blocks
-        used are then a block apart, so nearly independent). Use 1 for independent draws of a small
-        sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
+        used are then a block apart, so nearly independent). Use 1 for independent
+        draws of a small sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
         block sums take 8 P U^2 bytes (P = max(8, threads)), so U = N draws of 10,000
         would need 6.4 GB.
     rng : int, numpy.random.Generator or None
@@ -393,9 +393,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         # blocks) and enough blocks in all to relabel, not 10 blocks in each chain.
         reliable = testable and sum(blocks_per_chain) * n_chain >= 2 * _MIN_BLOCKS
     if n_permutations and not reliable:
+        needed = (f"3 per chain and {2 * _MIN_BLOCKS} in all" if test == "all" and other is None
+                  else f"{_MIN_BLOCKS}")
         warnings.warn(
             f"mmd: blocks of {block_length} draws leave only {min(blocks_per_chain)} blocks "
-            f"per chain (fewer than {_MIN_BLOCKS}); the permutation p-values are "
+            f"per chain (fewer than {needed}); the permutation p-values are "
             + ("coarse or unreliable (pvalue_reliable is False)" if testable else
                "not computed (NaN): the test needs at least 3 blocks per chain")
             + ". Run longer chains, or pass a smaller block_length if the draws are less "
@@ -404,7 +406,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         )
     G = unit_kernel_sums(pooled, unit_start, pre, kernel)
     sizes = np.diff(unit_start).astype(np.float64)
-    test_sums, test_counts = far_pair_sums(G, sizes, unit_chain)
+    if test == "pairs" or other is not None:
+        # The pairwise and two-sample tests leave out pairs in the same or adjacent blocks.
+        test_sums, test_counts = far_pair_sums(G, sizes, unit_chain)
 
     attrs = {
         "kernel": kernel.label,
@@ -472,7 +476,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         coords["pvalue_reliable"] = ((), reliable,
                                      {"long_name": "whether the p-value can be trusted"})
         coords["agreement_statistic"] = ((), statistic, {
-            "long_name": "mean kernel within chains minus between chains (far pairs)"})
+            "long_name": "mean kernel within chains minus between chains (every other "
+                         "block)"})
     elif n_permutations:
         pvalue = np.full((n_chain, n_chain), np.nan)
         for i in range(n_chain if testable else 0):
