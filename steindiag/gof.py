@@ -24,6 +24,7 @@ from steindiag.stats.bootstrap import (
     bootstrap_weights,
     flip_probability,
     thin_chains,
+    thinned_offsets,
     thinning_lag,
 )
 from steindiag._attrs import netcdf_attrs
@@ -71,12 +72,14 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped=False, estimator="e
     return int(n_bootstrap), rng, bool(pooled)
 
 
-def _thinned_forms(prepared, pre, kernel, lag, n_block, rng, n_bootstrap, pooled, backend,
-                   window=None):
-    """Quadratic forms of the thinned test: mean over the ``lag`` offsets o of the forms of
-    the draws o, o + lag, o + 2 lag, ... (``n_block`` of each chain; the earliest
-    n_draw - n_block * lag draws are left out), with one set of independent signs shared
-    by all offsets (the draws of one block of ``lag`` consecutive draws share a sign).
+def _thinned_forms(prepared, pre, kernel, lag, n_offsets, n_block, rng, n_bootstrap,
+                   pooled, backend, window=None):
+    """Quadratic forms of the thinned test: mean over the first ``n_offsets`` offsets o of
+    each block of ``lag`` draws of the forms of the draws o, o + lag, o + 2 lag, ...
+    (``n_block`` of each chain; the earliest n_draw - n_block * lag draws are left out),
+    with one set of independent signs shared by all offsets (the draws of one block of
+    ``lag`` consecutive draws share a sign; see ``stats.bootstrap.thinned_offsets`` for
+    why the last offsets of a block are not read).
 
     ``window``: (m, grad log m) at the draws (``stats.damping.damping_window``); then the
     forms of the damped Stein kernel too, with the same signs (weights times m, scores
@@ -87,7 +90,7 @@ def _thinned_forms(prepared, pre, kernel, lag, n_block, rng, n_bootstrap, pooled
                                 np.full(n_chain, 0.5))
     first = n_draw - n_block * lag
     sums = [[0.0, 0.0], [0.0, 0.0]]
-    for offset in range(lag):
+    for offset in range(n_offsets):
         index = slice(first + offset, n_draw, lag)
         draws = np.ascontiguousarray(prepared.draws[:, index])
         passes = [(prepared.scores[:, index], weights)]
@@ -100,7 +103,8 @@ def _thinned_forms(prepared, pre, kernel, lag, n_block, rng, n_bootstrap, pooled
                 draws, np.ascontiguousarray(scores), pre, kernel, w, pooled, backend=backend)
             sums[k][0] = sums[k][0] + chain_forms
             sums[k][1] = sums[k][1] + (all_forms if pooled else 0.0)
-    results = [(per / lag, (all_ / lag if pooled else None)) for per, all_ in sums]
+    results = [(per / n_offsets, (all_ / n_offsets if pooled else None))
+               for per, all_ in sums]
     return results[0], (results[1] if window is not None else None)
 
 
@@ -121,10 +125,10 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
 {params}
     bootstrap : {{"auto", "iid", "wild", "thinned", "multinomial"}}, default "auto"
         ``"thinned"``: for MCMC draws, calibrated at every autocorrelation time (the one
-        :func:`diagnose` uses): the statistic is the mean over the L offsets of N_L
-        KSD^2_V of every L-th draw (N_L = draw // L of them per chain), L = 1 + floor(5
-        (tau - 1)), and its bootstrap gives all draws of one block of L consecutive
-        draws the same independent +-1 sign (see Notes). ``"wild"``: for MCMC draws;
+        :func:`diagnose` uses): the statistic is the mean over the first L - floor(2
+        (tau - 1)) offsets of N_L KSD^2_V of every L-th draw (N_L = draw // L of them
+        per chain), L = 1 + floor(5 (tau - 1)), and its bootstrap gives all draws of one
+        block of L consecutive draws the same independent +-1 sign (see Notes). ``"wild"``: for MCMC draws;
         each bootstrap weight vector is a +-1 sign chain that flips with probability a
         (chosen per chain from its autocorrelation, see Notes); measured levels up to
         twice the nominal one in the tail (benchmarks/results/calibration.md).
@@ -173,8 +177,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         either way. ``"iid"`` and ``"multinomial"`` assume independent draws and are
         always marked reliable.
         ``attrs``: ``bootstrap`` (the kind used), ``n_bootstrap``, ``flip_probability``,
-        the rule for it, ``thinning_lag`` (L; 1 unless thinned) and ``n_draw_tested``
-        (draws per chain in each thinned subsequence), and the kernel and
+        the rule for it, ``thinning_lag`` (L; 1 unless thinned), ``thinning_offsets``
+        (offsets of each block read; 1 unless thinned), ``n_draw_tested`` (draws per
+        chain in each thinned subsequence), and the kernel and
         preconditioner as in :func:`steindiag.ksd`.
 
     Warns
@@ -204,9 +209,12 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     autocorrelation, largest over the coordinates of the draws and the scores), are
     nearly independent, so the V-statistic of every L-th draw is a statistic of nearly
     independent draws, for which independent signs give the null distribution. The
-    statistic averages it over the L offsets (every draw is used once), and the
-    bootstrap keeps the offsets together: the draws of one block of L consecutive draws
-    share a sign. Measured on stationary AR(1) chains with exact N(0, I) marginals (4
+    statistic averages it over the offsets, and the bootstrap keeps the offsets
+    together: the draws of one block of L consecutive draws share a sign. The last
+    floor(2 (tau - 1)) offsets of each block are not read, so that draws read in
+    neighbouring blocks are never close in the chain (their correlation would make the
+    bootstrap underestimate the statistic's spread); ``attrs["thinning_offsets"]`` is the
+    number read. Measured on stationary AR(1) chains with exact N(0, I) marginals (4
     chains x 1000 draws): levels within binomial error of the nominal one at 0.05 and at
     0.05 / 7 for tau from 1 to 19 (benchmarks/results/calibration.md).
 
@@ -284,7 +292,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             np.concatenate([prepared.draws[ch], prepared.scores[ch]], axis=1)).max()
         for ch in range(n_chain)
     ])
-    lag = 1
+    lag = n_offsets = 1
     n_used = n_draw
     if bootstrap == "thinned":
         # One lag for all chains, so that the blocks form one array: from the largest tau
@@ -293,6 +301,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         common_tau = chains_autocorrelation_time(
             np.concatenate([prepared.draws, prepared.scores], axis=2)).max()
         lag = int(thinning_lag(common_tau))
+        n_offsets = thinned_offsets(common_tau, lag)
         n_used = max(n_draw // lag, 1)
         if estimator == "nystrom":
             # The Nystrom pass draws its own signs, so the offsets cannot share them: one
@@ -348,7 +357,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         # (independent signs are the thinned test with lag 1)
         window = damping_window(prepared.draws) if damped else None
         (per_chain, pooled_forms), damped_forms = _thinned_forms(
-            prepared, pre, kernel, lag, n_used, rng, n_bootstrap, pooled, backend, window)
+            prepared, pre, kernel, lag, n_offsets, n_used, rng, n_bootstrap, pooled, backend,
+            window)
         estimator_attrs = {"estimator": "exact"}
     else:
         weights = bootstrap_weights(bootstrap, rng, n_chain, n_used, n_bootstrap, flip)
@@ -420,11 +430,12 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
             "wild": "a = 1 / (1 + 12 tau), tau the chain's integrated autocorrelation time",
             "iid": "a = 1/2 (independent Rademacher signs)",
             "thinned": "a = 1/2 (independent Rademacher signs) on every L-th draw, "
-                       "L = 1 + floor(2 (tau - 1)) from the largest tau of the chains",
+                       "L = 1 + floor(5 (tau - 1)) from the largest tau of the chains",
             "multinomial": "none (centred multinomial counts)",
         }[bootstrap],
         "pvalue_rule": "(1 + #{bootstrap >= statistic}) / (1 + n_bootstrap)",
         "thinning_lag": lag,
+        "thinning_offsets": n_offsets,
         "n_draw_tested": n_used,
         **kernel_attrs(prepared, pre, kernel),
         **estimator_attrs,

@@ -513,3 +513,32 @@ def test_space_is_passed_through_and_recorded():
     assert res.attrs["space"] == "unconstrained"
     with pytest.raises(ValueError, match="space"):
         steindiag.ksd_test(x, score=-x, n_bootstrap=10, rng=0, space="latent")
+
+
+def test_thinned_statistic_matches_reference_over_the_offsets_read():
+    # Truth: the definition written out with the plain-NumPy Stein kernel (tests/
+    # reference.py): the mean, over the first m offsets o of every block of L draws, of
+    # the V-statistic (1 / n) sum_ij k_p of the draws o, o + L, ..., per chain and pooled;
+    # the last L - m offsets of each block are not read (stats.bootstrap.thinned_offsets).
+    rng = np.random.default_rng(7)
+    n_chain, n_draw, d = 3, 240, 2
+    x = ar1(rng, n_chain, n_draw, 0.6, d)
+    res = steindiag.ksd_test(x, score=-x, bootstrap="thinned", preconditioner="identity",
+                             n_bootstrap=9, rng=1)
+    lag, read = res.attrs["thinning_lag"], res.attrs["thinning_offsets"]
+    # tau = (1 + rho) / (1 - rho) = 4: blocks of about 5 tau, the last 2 (tau - 1) left out
+    assert lag >= 10 and 1 <= read < lag
+    n_block = n_draw // lag
+    first = n_draw - n_block * lag
+    per_chain, pooled = np.zeros(n_chain), 0.0
+    for o in range(read):
+        kept = x[:, first + o::lag]
+        assert kept.shape[1] == n_block
+        for c in range(n_chain):
+            k = imq_stein_kernel_matrix(kept[c], -kept[c], kept[c], -kept[c], np.eye(d))
+            per_chain[c] += k.sum() / n_block / read
+        flat = kept.reshape(-1, d)
+        pooled += (imq_stein_kernel_matrix(flat, -flat, flat, -flat, np.eye(d)).sum()
+                   / flat.shape[0] / read)
+    np.testing.assert_allclose(res["statistic"].values, per_chain, rtol=1e-10)
+    np.testing.assert_allclose(float(res["statistic_pooled"]), pooled, rtol=1e-10)
