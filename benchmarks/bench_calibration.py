@@ -41,7 +41,10 @@ numbers belong to that commit whatever the working tree holds.
 ``--pymc``: NUTS (PyMC, 4 chains x ``--pymc-draws`` after as many tuning steps, cores=1)
 on the gallery-like models of ``tests/pymc_models.py``; runs with divergences or R-hat
 >= 1.01 are recorded as excluded (and counted in the table), the others diagnosed with
-``diagnose(idata, model, rng=seed)``.
+``diagnose(idata, model, rng=seed)``. With ``--reference-draws N`` every healthy run is
+also checked against one long run of its model (4 x N draws after 1000 tuning steps,
+sampled once and cached): the z-score of each posterior mean against the reference's,
+with both MCSEs, so that "healthy" means right, not only converged-looking.
 
 The machine is shared: times are indicative; rates do not depend on them.
 """
@@ -341,9 +344,61 @@ def run_one(task):
 # ------------------------------------------------------------------------------------
 
 
+# Long NUTS runs the short healthy runs are checked against (--reference-draws): cached in
+# REFERENCE_CACHE, one netCDF file per model, data seed and length.
+REFERENCE_CACHE = Path.home() / ".cache" / "steindiag-bench"
+REFERENCE_SEED = 20261126
+# |z| above this for a posterior mean is counted as a disagreement with the reference run
+# (two-sided p = 0.001 for one parameter of a correct run).
+REFERENCE_Z = 3.29
+
+
+def reference_posterior(name, data_seed, draws):
+    """The long reference run of a gallery model: 4 chains x ``draws`` after 1000 tuning
+    steps (target_accept as the model asks), read from the cache or sampled once."""
+    import arviz as az
+    import pymc as pm
+    import pymc_models
+
+    path = REFERENCE_CACHE / f"reference-{name}-data{data_seed}-{draws}.nc"
+    if path.exists():
+        return az.from_netcdf(path)
+    gallery = pymc_models.MODELS[name](np.random.default_rng(data_seed))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample(model=gallery.model, draws=draws, tune=1000, chains=4, cores=1,
+                          random_seed=REFERENCE_SEED, progressbar=False,
+                          compute_convergence_checks=False, **gallery.sample_kwargs)
+    REFERENCE_CACHE.mkdir(parents=True, exist_ok=True)
+    idata.to_netcdf(path)
+    return idata
+
+
+def reference_check(idata, reference):
+    """Posterior means of a run against the reference run's, per scalar parameter:
+    z = (mean - mean_ref) / sqrt(mcse^2 + mcse_ref^2) (ArviZ's MCSE of each), for the
+    free variables of the posterior group. Returns the row's fields."""
+    import arviz as az
+
+    def table(data):
+        return az.summary(data, round_to="none")[["mean", "mcse_mean"]]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run, ref = table(idata), table(reference)
+    ref = ref.loc[run.index]
+    z = (run["mean"] - ref["mean"]) / np.sqrt(run["mcse_mean"] ** 2 + ref["mcse_mean"] ** 2)
+    z = np.abs(z.to_numpy(dtype=float))
+    reference_divergences = int(reference.sample_stats["diverging"].sum())
+    return {"reference_parameters": int(z.size), "reference_max_abs_z": float(np.max(z)),
+            "reference_over_z": int(np.sum(z > REFERENCE_Z)),
+            "reference_draws": int(reference.posterior.sizes["draw"]),
+            "reference_divergences": reference_divergences}
+
+
 def run_pymc(task):
     """NUTS on one gallery model with one seed; diagnosed when healthy."""
-    name, rep, variants, commit, draws, data_seed = task
+    name, rep, variants, commit, draws, data_seed, reference_draws = task
     import arviz as az
     import pymc as pm
     import pymc_models
@@ -364,6 +419,9 @@ def run_pymc(task):
             "sampler_seed": seed % 2**31, "diagnose_seed": seed, "divergences": divergences,
             "rhat_max": rhat, "sampling_seconds": sampling_seconds}
     healthy = not divergences and rhat < 1.01
+    if healthy and reference_draws:
+        base.update(reference_check(idata, reference_posterior(name, data_seed,
+                                                               reference_draws)))
     if healthy:
         # Untimed warm-up on 50 draws: compiles the model's PyTensor functions, which the
         # first call would otherwise pay for (minutes with the C backend).
@@ -508,6 +566,8 @@ def tables(rows, names):
                 f"| {summary['chain_dnf']} | {summary['chain_inconclusive']} | {levels} "
                 f"| {summary['seconds']:.2f} |")
         lines.append("")
+        if kind == "nuts":
+            lines += reference_table([row for key in selected for row in by_key[key]])
         if kind == "power":
             continue
         lines += ["Component tests: size at the level each is read at (`attrs[\"test_level\"]`) "
@@ -535,6 +595,35 @@ def tables(rows, names):
         lines += ["Excluded NUTS runs:", ""] + [
             f"- {row['config']} seed {row['rep']}: {row['excluded']}" for row in excluded] + [""]
     return "\n".join(lines)
+
+
+def reference_table(rows):
+    """Lines of the table of healthy runs against their models' long reference runs."""
+    checked = [row for row in rows if "reference_max_abs_z" in row
+               and row["variant"] == rows[0]["variant"]]
+    if not checked:
+        return []
+    lines = [f"Healthy runs against long reference runs (posterior means, z = difference / "
+             f"sqrt(MCSE^2 + MCSE_ref^2); a correct run has |z| > {REFERENCE_Z} for about "
+             "0.1 % of its parameters):", "",
+             "| model | reference (4 chains x draws, divergences) | runs | parameters "
+             f"| largest \|z\| (median over runs, max) | parameters with \|z\| > {REFERENCE_Z} "
+             "| verdicts (fits/dnf/inc) |", "|---" * 7 + "|"]
+    by_model = {}
+    for row in checked:
+        by_model.setdefault(row["config"], []).append(row)
+    for model, group in by_model.items():
+        z = np.array([row["reference_max_abs_z"] for row in group])
+        over = sum(row["reference_over_z"] for row in group)
+        total = sum(row["reference_parameters"] for row in group)
+        verdicts = [row.get("verdict_pooled") for row in group]
+        lines.append(
+            f"| {model} | 4 x {group[0]['reference_draws']}, "
+            f"{group[0]['reference_divergences']} | {len(group)} | "
+            f"{group[0]['reference_parameters']} | {np.median(z):.2f}, {z.max():.2f} | "
+            f"{over} of {total} | {verdicts.count('fits')}/{verdicts.count('does not fit')}/"
+            f"{verdicts.count('inconclusive')} |")
+    return lines + [""]
 
 
 def reason_counts(rows, per_key=3):
@@ -693,6 +782,10 @@ def main():
     parser.add_argument("--seeds", type=int, default=3, help="NUTS runs per model (--pymc)")
     parser.add_argument("--pymc-draws", type=int, default=500,
                         help="draws per chain and tuning steps (--pymc)")
+    parser.add_argument("--reference-draws", type=int, default=0, metavar="N",
+                        help="(--pymc) check each healthy run's posterior means against a "
+                             "long run of 4 x N draws (sampled once, cached in "
+                             f"{REFERENCE_CACHE})")
     parser.add_argument("--list", action="store_true", help="print the configurations and exit")
     parser.add_argument("--tables-only", action="store_true",
                         help="append tables rebuilt from the JSONL, run nothing")
@@ -749,7 +842,7 @@ def main():
                     continue
                 if args.pymc:
                     tasks.append((name.removeprefix("pymc-"), rep, variants, commit,
-                                  args.pymc_draws, 2024))
+                                  args.pymc_draws, 2024, args.reference_draws))
                 else:
                     tasks.append((name, rep, variants, commit))
             if not tasks:
