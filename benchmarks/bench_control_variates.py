@@ -16,6 +16,12 @@ in quadrature when scoring coverage.
 
     python benchmarks/bench_control_variates.py --scaling
     python benchmarks/bench_control_variates.py --pymc --runs 50 --draws 1000
+    python benchmarks/bench_control_variates.py --pymc --models schools --runs 50 \
+        --draws 500 --reference-draws 10000 --trace-dir /tmp/traces
+
+``--models`` keeps the models whose name contains one of the words; ``--trace-dir`` keeps
+each NUTS trace's posterior as netCDF (``<model>_d<draws>_s<seed>.nc``) and reads it back
+when it is there, so that another design is scored on the same traces without sampling.
 
 Results are printed as Markdown rows (copied into benchmarks/results/control_variates.md).
 """
@@ -77,6 +83,20 @@ def _sample(pm, model, draws, seed, chains=4):
                          target_accept=0.95)
 
 
+def _trace(pm, model, key, draws, seed, chains, trace_dir):
+    """The posterior of one NUTS run, read from or written to ``trace_dir`` when given."""
+    import xarray as xr
+
+    if trace_dir is None:
+        return _sample(pm, model, draws, seed=seed, chains=chains)
+    path = Path(trace_dir) / f"{key}_d{draws}_s{seed}.nc"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _sample(pm, model, draws, seed=seed, chains=chains).posterior.to_netcdf(path)
+    with xr.open_dataset(path) as posterior:
+        return posterior.load()
+
+
 def _models():
     import pymc as pm
     from pymc_models import EIGHT_SCHOOLS_SIGMA, EIGHT_SCHOOLS_Y, logistic
@@ -91,22 +111,26 @@ def _models():
     return {"logistic (d = 11)": logistic_model, "eight schools, non-centred (d = 10)": schools}
 
 
-def pymc_runs(n_runs, n_draws, reference_draws, method):
+def pymc_runs(n_runs, n_draws, reference_draws, method, models=None, trace_dir=None):
     import pymc as pm
 
     print("| model | method | runs x draws | variance ratio plain/cv (min, median) | "
           "reported MCSE^2 / spread (median, range) | coverage of 90 % intervals | "
           "time per call (s) |")
     print("|---|---|---|---|---|---|---|")
+    per_parameter = []
     for name, model in _models().items():
-        reference = _sample(pm, model, reference_draws, seed=12345, chains=4)
+        if models and not any(word in name for word in models):
+            continue
+        key = name.split(" (")[0].split(",")[0].replace(" ", "_")
+        reference = _trace(pm, model, key, reference_draws, 12345, 4, trace_dir)
         ref = steindiag.control_variates(reference, model, method=method)
         labels = [str(v) for v in ref["label"].values]
         truth = ref["mean_cv"].values
         truth_se = ref["mcse_mean_cv"].values
         plain, cv, mcse_cv, times = [], [], [], []
         for run in range(n_runs):
-            trace = _sample(pm, model, n_draws, seed=run)
+            trace = _trace(pm, model, key, n_draws, run, 4, trace_dir)
             start = time.perf_counter()
             res = steindiag.control_variates(trace, model, method=method).sel(label=labels)
             times.append(time.perf_counter() - start)
@@ -120,9 +144,17 @@ def pymc_runs(n_runs, n_draws, reference_draws, method):
         accuracy = np.mean(mcse_cv ** 2, axis=0) / var_cv
         half = 1.645 * np.sqrt(mcse_cv ** 2 + truth_se ** 2)
         coverage = np.mean(np.abs(cv - truth) <= half)
-        print(f"| {name} | {method} | {n_runs} x 4 x {n_draws} | {ratio.min():.3g}, "
+        print(f"| {name} | {method} | {n_runs} x 4 x {n_draws} | {ratio.min():.3g} "
+              f"({labels[int(np.argmin(ratio))]}), "
               f"{np.median(ratio):.3g} | {np.median(accuracy):.2f} ({accuracy.min():.2f}-"
               f"{accuracy.max():.2f}) | {coverage:.3f} | {np.median(times):.2f} |", flush=True)
+        covered = np.abs(cv - truth) <= half
+        per_parameter += [f"| {name} | {label} | {ratio[j]:.3g} | {accuracy[j]:.2f} | "
+                          f"{covered[:, j].mean():.2f} |" for j, label in enumerate(labels)]
+    print("\n| model | parameter | variance ratio plain/cv | reported MCSE^2 / spread | "
+          "coverage of 90 % intervals |")
+    print("|---|---|---|---|---|")
+    print("\n".join(per_parameter), flush=True)
 
 
 def main():
@@ -134,11 +166,16 @@ def main():
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--reference-draws", type=int, default=20000)
     parser.add_argument("--method", default="auto")
+    parser.add_argument("--models", nargs="*", default=None,
+                        help="keep the models whose name contains one of these words")
+    parser.add_argument("--trace-dir", default=None,
+                        help="read NUTS traces from / write them to this directory")
     args = parser.parse_args()
     if args.scaling:
         scaling(args.dims)
     if args.pymc:
-        pymc_runs(args.runs, args.draws, args.reference_draws, args.method)
+        pymc_runs(args.runs, args.draws, args.reference_draws, args.method, args.models,
+                  args.trace_dir)
 
 
 if __name__ == "__main__":

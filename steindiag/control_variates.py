@@ -25,6 +25,7 @@ from steindiag.methods.control_variates import (
     n_coefficients,
     polynomial_design,
     ridge_cross_fit,
+    transform_controls,
 )
 from steindiag.stats.mcse import mcse_mean
 
@@ -96,7 +97,7 @@ def _trace_dataset(data, group, var_names, coords, chain, draw):
 
 
 def _trace_rows(dataset, n_chain, n_draw):
-    labels, columns = [], []
+    labels, columns, owners = [], [], []
     for name, variable in dataset.data_vars.items():
         if "chain" not in variable.dims or "draw" not in variable.dims:
             continue
@@ -106,7 +107,8 @@ def _trace_rows(dataset, n_chain, n_draw):
         values = variable.transpose("chain", "draw", *other).values
         columns.append(values.reshape(n_chain, n_draw, -1).astype(np.float64))
         labels.extend(variable_labels(name, variable, ("chain", "draw")))
-    return labels, columns
+        owners.extend([str(name)] * columns[-1].shape[2])
+    return labels, columns, owners
 
 
 def _plain(value):
@@ -166,17 +168,18 @@ def _function_values(name, function, argument, chain, draw):
 
 
 def _rows(data, prepared, functions, group, var_names, coords):
-    """(labels, values (chain, draw, n_rows), argument given to callables)."""
+    """(labels, values (chain, draw, n_rows), owners: each row's trace variable or None)."""
     n_chain, n_draw = prepared.draws.shape[:2]
     if is_labelled(data):
         full, selected = _trace_dataset(data, group, var_names, coords, prepared.chain,
                                         prepared.draw)
-        labels, columns = _trace_rows(selected, n_chain, n_draw)
+        labels, columns, owners = _trace_rows(selected, n_chain, n_draw)
         argument = full
     else:
         if var_names is not None:
             raise TypeError("var_names applies to labelled traces only; data is an array.")
         labels, columns = list(prepared.parameter), [prepared.draws]
+        owners = [None] * len(labels)
         argument = prepared.draws
     for name, function in functions.items():
         if name in labels:
@@ -184,6 +187,7 @@ def _rows(data, prepared, functions, group, var_names, coords):
         columns.append(_function_values(name, function, argument, prepared.chain,
                                         prepared.draw)[:, :, None])
         labels.append(name)
+        owners.append(None)
     if not labels:
         raise ValueError("nothing to summarise: no variable selected and no functions.")
     values = np.concatenate(columns, axis=2)
@@ -195,7 +199,89 @@ def _rows(data, prepared, functions, group, var_names, coords):
             f"{_plain(prepared.chain[c])!r}, draw={_plain(prepared.draw[t])!r}); select finite draws with "
             "coords= or var_names=."
         )
-    return labels, values
+    return labels, values, owners
+
+
+# -- function-specific control variates for constrained quantities ------------------------
+
+# Elementwise transforms of PyMC with a closed-form inverse T (constrained = T(z)) and
+# derivative dT/dz written through the constrained value f: (T(z), dT/dz given f).
+_TRANSFORMS = {
+    "log": (np.exp, lambda f: f),
+    "logodds": (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda f: f * (1.0 - f)),
+}
+
+
+def _attr_list(attrs, key):
+    value = attrs.get(key)
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return list(value) if isinstance(value, (list, tuple)) else None
+
+
+def _transform_terms(owners, flat_values, plain_mean, draws, scores, parameter, attrs,
+                     max_coefficients, labels):
+    """Designs of their own for the rows that are T(z_k) of one unconstrained coordinate,
+    T a log or logodds transform (f' = dT/dz_k in closed form).
+
+    Each such row f gets, next to the polynomial family shared by every row,
+    ``transform_controls`` of f with products (3d - 1 columns: f times the first-order
+    and diagonal second-order fields, and f y_i e_k) for its mean, and the one column
+    (f - m)^2 s_k + 2 (f - m) f' for its centred square; no other row sees them (in a
+    design shared by all rows they made the other rows' error bars too small). Rows
+    qualify in order while their designs hold at most ``max_coefficients`` columns in
+    all (p + 3d - 1 and p + 1 each, p the second-order family's size), which bounds the
+    extra factorisations.
+
+    A row qualifies when its trace variable is a free variable whose value variable has
+    that transform and as many elements (element i of one is element i of the other),
+    and its values equal T(z_k) at every draw (relative 1e-6): the check, not the names,
+    decides. Returns a list of (label, target columns, extra columns (N, q)): two per
+    row, its mean's (column r of the targets) and its square's (column n_rows + r).
+    """
+    free = _attr_list(attrs, "free_variables")
+    value_names = _attr_list(attrs, "value_variables")
+    transforms = _attr_list(attrs, "transforms")
+    if not free or not value_names or not transforms or not (
+            len(free) == len(value_names) == len(transforms)):
+        return []
+    owner_of_column = [str(label).split("[", 1)[0] for label in parameter]
+    n_rows = flat_values.shape[1]
+    d = draws.shape[1]
+    p = n_coefficients(d, 2, diagonal=n_coefficients(d, 2) > max_coefficients)
+    budget = max_coefficients
+    groups = []
+    for name, value_name, transform in zip(free, value_names, transforms):
+        if transform not in _TRANSFORMS:
+            continue
+        row_index = [r for r, owner in enumerate(owners) if owner == name]
+        column_index = [k for k, owner in enumerate(owner_of_column) if owner == value_name]
+        if not row_index or len(row_index) != len(column_index):
+            continue
+        inverse, derivative = _TRANSFORMS[transform]
+        for r, k in zip(row_index, column_index):
+            if 2 * p + 3 * d > budget:
+                return groups
+            f = flat_values[:, [r]]
+            with np.errstate(over="ignore", invalid="ignore"):
+                mapped = inverse(draws[:, k])
+            if not np.allclose(mapped, f[:, 0], rtol=1e-6, atol=1e-300):
+                continue
+            df = derivative(f)
+            centred = f - plain_mean[r]
+            mean_block = transform_controls(f, df, draws, scores, [k], products=True)
+            square_block = transform_controls(centred ** 2, 2.0 * centred * df, draws,
+                                              scores, [k], products=False)
+            if not (np.all(np.isfinite(mean_block)) and np.all(np.isfinite(square_block))):
+                continue
+            budget -= 2 * p + 3 * d
+            groups += [(labels[r], [r], mean_block), (labels[r], [n_rows + r], square_block)]
+    return groups
 
 
 # -- the estimators, dispatched by name -------------------------------------------------------
@@ -222,16 +308,38 @@ def _polynomial(order, regularised):
                 "draws per fold; it needs more draws than coefficients. Use "
                 "method='regularised', or 'polynomial1'."
             )
+        # Constrained rows' own designs: the shared columns plus theirs (least squares
+        # only where they leave more draws than coefficients).
+        groups = [group for group in options.get("transform_groups", [])
+                  if regularised or p + group[2].shape[1] + 1 < n_train]
         controls = polynomial_design(draws, scores, order, diagonal=diagonal)
         if regularised:
             penalties = RIDGE_GRID if p + 1 >= n_train else np.concatenate([[0.0], RIDGE_GRID])
         else:
             penalties = (0.0,)
-        adjusted, penalty, error = ridge_cross_fit(values, controls, folds, penalties=penalties)
+        shared = np.ones(values.shape[1], dtype=bool)
+        for _, columns, _ in groups:
+            shared[columns] = False
+        designs = [(np.flatnonzero(shared), controls)] + [
+            (np.asarray(columns), np.concatenate([controls, block], axis=1))
+            for _, columns, block in groups]
+        adjusted = np.empty_like(values)
+        penalty = np.empty(values.shape[1])
+        error = np.empty(values.shape[1])
+        for columns, design in designs:
+            if columns.size:
+                own_penalties = penalties
+                if regularised and p + design.shape[1] - controls.shape[1] + 1 >= n_train:
+                    own_penalties = RIDGE_GRID
+                adjusted[:, columns], penalty[columns], error[columns] = ridge_cross_fit(
+                    values[:, columns], design, folds, penalties=own_penalties)
         basis = {1: "first-order polynomial", 2: "second-order polynomial"}[order]
         if diagonal:
             basis = "second-order polynomial, diagonal B"
-        info = {"basis": basis, "n_coefficients": p}
+        transform_terms = list(dict.fromkeys(label for label, _, _ in groups))
+        if transform_terms:
+            basis += "; constrained rows f = T(z_k): + their own columns (transform_terms)"
+        info = {"basis": basis, "n_coefficients": p, "transform_terms": transform_terms}
         if regularised:
             info["penalty_rule"] = ("ridge, penalty per quantity by cross-validation over "
                                     "the folds, relative to the training size")
@@ -260,6 +368,7 @@ def _kernel(values, draws, scores, folds, options):
     info = {"basis": "Stein kernel (IMQ, c = 1, beta = -1/2, standardized)"
                      + (" + first-order polynomial (semi-exact)" if semi_exact else ""),
             "n_coefficients": n_train + (d + 1 if semi_exact else 1),
+            "transform_terms": [],
             "penalty_rule": "kernel ridge, penalty per quantity by cross-validation over the "
                             "folds, relative to the mean of the kernel's diagonal"}
     return adjusted, penalty, error, info
@@ -352,7 +461,8 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         every row reports the plain estimate (``cv_applied`` False). Not computed here
         (it costs far more than the control variates).
     max_coefficients : int, default 1000
-        Largest full second-order family (d(d+3)/2 coefficients, so d <= 43 by default).
+        Largest full second-order family (d(d+3)/2 coefficients, so d <= 43 by default),
+        and the most columns in all of the constrained rows' own designs.
     max_kernel_draws : int, default 3000
         Largest N for ``method="kernel"``.
 
@@ -367,9 +477,10 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         False where the control variate did not lower the MCSE (or ``diagnosis`` says
         the draws do not fit), and the ``_cv`` columns then repeat the plain ones.
         ``.to_dataframe()`` gives the table. ``attrs``: ``method`` (the one used),
-        ``method_requested``, ``basis``, ``n_coefficients``, ``n_folds``, ``fold_rule``,
-        for ``"auto"`` ``auto_candidates`` and ``auto_cv_scores``, sizes, the space and
-        score source of the draws, and ``diagnosis_verdict`` when given.
+        ``method_requested``, ``basis``, ``n_coefficients``, ``transform_terms`` (the
+        rows with a design of their own), ``n_folds``, ``fold_rule``, for ``"auto"``
+        ``auto_candidates`` and ``auto_cv_scores``, sizes, the space and score source of
+        the draws, and ``diagnosis_verdict`` when given.
 
     Notes
     -----
@@ -383,7 +494,16 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
 
     The identity needs the space in which p is smooth and positive on all of R^d:
     draws and scores are in the model's unconstrained space z, while the quantities
-    are the trace's stored values, f(T(z)), draw by draw.
+    are the trace's stored values, f(T(z)), draw by draw. A row that is T(z_k) of one
+    coordinate (a PyMC log or logodds transform: positive scales, probabilities; checked
+    against the values draw by draw) is far from the span of polynomials in z (tau =
+    exp(z_k)); the polynomial methods give it a design of its own: the shared family plus
+    the fields g = f e_i, f y_i e_i and f y_i e_k, y = z - mean (3d - 1 columns; div g +
+    g . s uses f' = dT/dz_k in closed form), and (f - m)^2 e_k for its second moment. No
+    other row sees those columns. attrs ``transform_terms`` lists the rows; they qualify
+    in order while their designs hold at most ``max_coefficients`` columns in all. Other
+    transforms get no columns of their own. Background: the documentation's background
+    page, "Control variates".
 
     Error bars: the coefficients applied to a draw are fitted on the other folds
     (cross-fitting), h_i = f_i - c_(-k(i)) . psi_i, and ``mcse_mean_cv`` is ArviZ's
@@ -397,8 +517,8 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     :func:`steindiag.diagnose`).
 
     Cost: polynomial methods, one SVD of an (N_train, p) matrix per fold shared by
-    every quantity, O(K N p min(N, p)) time and O(N p) memory; the kernel method
-    O(K N^3) time and O(N^2) memory.
+    every quantity (and two more per row with ``transform_terms``), O(K N p min(N, p))
+    time and O(N p) memory; the kernel method O(K N^3) time and O(N^2) memory.
 
     References
     ----------
@@ -435,7 +555,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     n_chain, n_draw, d = prepared.draws.shape
     if n_draw < 4:
         raise ValueError(f"control_variates needs at least 4 draws per chain; got {n_draw}.")
-    labels, values = _rows(data, prepared, functions, group, var_names, coords)
+    labels, values, owners = _rows(data, prepared, functions, group, var_names, coords)
     n_rows = len(labels)
     n = n_chain * n_draw
     flat_values = values.reshape(n, n_rows)
@@ -447,7 +567,10 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     folds = fold_labels(n_chain, n_draw, n_folds).reshape(n)
     n_folds_used = int(np.unique(folds).size)
     n_train = int(np.min([np.sum(folds != k) for k in np.unique(folds)]))
-    options = {"max_coefficients": max_coefficients, "max_kernel_draws": max_kernel_draws}
+    groups = _transform_terms(owners, flat_values, plain_mean, draws, scores,
+                              prepared.parameter, prepared.attrs, max_coefficients, labels)
+    options = {"max_coefficients": max_coefficients, "max_kernel_draws": max_kernel_draws,
+               "transform_groups": groups}
 
     attrs = {"method_requested": method}
     with single_threaded_blas():

@@ -19,6 +19,7 @@ from steindiag.methods.control_variates import (
     polynomial_design,
     ridge_cross_fit,
     stein_kernel_matrix,
+    transform_controls,
 )
 from steindiag.stats.mcse import mcse_mean
 
@@ -306,3 +307,83 @@ def test_discrete_model_is_refused():
                             "count": (("chain", "draw"), np.ones((1, 8), dtype=int))})
     with pytest.raises(ValueError, match="discrete free variables"):
         steindiag.control_variates(posterior, model)
+
+
+# z = log tau with tau ~ InverseGamma(shape b, scale lam): log p(z) = -lam e^-z - b z + const,
+# score s = lam e^-z - b, so e^z (s + 1) = lam + (1 - b) e^z: tau = exp(z) lies in the span of
+# {1, f s + f'} (f = f' = e^z) but not of the polynomial ones; E[tau] = lam / (b - 1).
+_SHAPE, _SCALE = 4.0, 3.0
+
+
+def test_transform_column_is_exact_for_log_inverse_gamma():
+    rng = np.random.default_rng(11)
+    tau = _SCALE / rng.gamma(_SHAPE, 1.0, size=200)      # InverseGamma(b, lam) draws
+    z = np.log(tau)[:, None]
+    scores = _SCALE * np.exp(-z) - _SHAPE
+    f = np.exp(z)
+    controls = np.concatenate([polynomial_design(z, scores, 1),
+                               transform_controls(f, f, z, scores, [0])], axis=1)
+    folds = np.arange(200) % 4
+    adjusted, _, _ = ridge_cross_fit(f, controls, folds)
+    # truth: E[tau] = lam / (b - 1), closed form (comment above)
+    assert abs(adjusted.mean() - _SCALE / (_SHAPE - 1.0)) < 1e-10
+    # without the transform column the first-order fit is not exact
+    plain_fit, _, _ = ridge_cross_fit(f, polynomial_design(z, scores, 1), folds)
+    assert abs(plain_fit.mean() - _SCALE / (_SHAPE - 1.0)) > 1e-6
+
+
+def test_product_columns_are_exact_for_products_with_a_log_scale():
+    # Independent x ~ N(0, 1) (score -x) and z = log tau, tau ~ InverseGamma(b, lam). With
+    # y = x - m, the columns of g = tau y e_z and g = tau y e_x are y (lam + (1 - b) tau) and
+    # tau (1 - y x), so tau x and tau x^2 lie in the span of {1, s_x} and the product columns.
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(300)
+    tau = _SCALE / rng.gamma(_SHAPE, 1.0, size=300)
+    draws = np.column_stack([x, np.log(tau)])
+    scores = np.column_stack([-x, _SCALE / tau - _SHAPE])
+    controls = np.concatenate([polynomial_design(draws, scores, 1),
+                               transform_controls(tau[:, None], tau[:, None], draws, scores,
+                                                  [1], products=True)], axis=1)
+    assert controls.shape[1] == 2 + 3 * 2 - 1
+    values = np.column_stack([tau * x, tau * x ** 2])
+    adjusted, _, _ = ridge_cross_fit(values, controls, np.arange(300) % 4)
+    # truth: independence, E[tau x] = E[tau] E[x] = 0 and E[tau x^2] = E[tau] = lam / (b - 1)
+    np.testing.assert_allclose(adjusted.mean(axis=0), [0.0, _SCALE / (_SHAPE - 1.0)],
+                               atol=1e-10, rtol=0)
+
+
+def test_pymc_log_transformed_scale_gets_the_transform_column():
+    pm = pytest.importorskip("pymc")
+    with pm.Model() as model:
+        pm.InverseGamma("tau", alpha=_SHAPE, beta=_SCALE)
+    rng = np.random.default_rng(12)
+    tau = _SCALE / rng.gamma(_SHAPE, 1.0, size=(2, 100))
+    posterior = xr.Dataset({"tau": (("chain", "draw"), tau)},
+                           coords={"chain": [0, 1], "draw": np.arange(100)})
+    res = steindiag.control_variates(posterior, model, method="polynomial1")
+    assert res.attrs["transform_terms"] == '["tau"]' or res.attrs["transform_terms"] == ["tau"]
+    # truth: E[tau] = lam / (b - 1), closed form (comment above)
+    assert abs(res["mean_cv"].sel(label="tau").item() - _SCALE / (_SHAPE - 1.0)) < 1e-10
+
+
+def test_only_the_constrained_row_sees_its_own_columns():
+    # tau's columns go into tau's design only; x's row is fitted on the shared polynomial
+    # family, which is exact for x and x^2 here (x ~ N(0, 1) independent of tau, s_x = -x).
+    pm = pytest.importorskip("pymc")
+    with pm.Model() as model:
+        pm.InverseGamma("tau", alpha=_SHAPE, beta=_SCALE)
+        pm.Normal("x", 0.0, 1.0)
+    rng = np.random.default_rng(14)
+    tau = _SCALE / rng.gamma(_SHAPE, 1.0, size=(4, 100))
+    x = rng.standard_normal((4, 100))
+    posterior = xr.Dataset({"tau": (("chain", "draw"), tau), "x": (("chain", "draw"), x)},
+                           coords={"chain": np.arange(4), "draw": np.arange(100)})
+    res = steindiag.control_variates(posterior, model, method="polynomial2")
+    assert res.attrs["transform_terms"] in ('["tau"]', ["tau"])
+    # truth: E[x] = 0 (x = -s_x is in the span of the first-order columns)
+    assert abs(res["mean_cv"].sel(label="x").item()) < 1e-10
+    # truth: E[tau] = lam / (b - 1), closed form
+    assert abs(res["mean_cv"].sel(label="tau").item() - _SCALE / (_SHAPE - 1.0)) < 1e-10
+    # truth: sd(x) = 1; with y = x - m the column 1 + y s_x = 1 - x^2 + m x, so (x - c)^2 is
+    # in span{1, s_x, 1 + y s_x} for any c
+    assert abs(res["sd_cv"].sel(label="x").item() - 1.0) < 1e-8

@@ -14,7 +14,10 @@ estimates E_p[f]:
   penalty;
 - ``kernel_cross_fit``: control functionals (Oates, Girolami & Chopin 2017) with the
   Stein kernel, semi-exact (South et al. 2022): a dense kernel matrix, O(N^2) memory;
-- ``stein_kernel_matrix``: the IMQ Langevin Stein kernel between two sets of points.
+- ``stein_kernel_matrix``: the IMQ Langevin Stein kernel between two sets of points;
+- ``transform_controls``: function-specific control variates f s_k + df/dz_k for
+  quantities f = T(z_k) of one coordinate (a constrained parameter, e.g. exp(z_k) for a
+  log-transformed scale), extra columns of the polynomial design.
 
 Arrays are flat: draws and scores (N, d), function values (N, m), fold labels (N,).
 """
@@ -29,6 +32,7 @@ __all__ = [
     "ridge_cross_fit",
     "kernel_cross_fit",
     "stein_kernel_matrix",
+    "transform_controls",
 ]
 
 # Ridge penalties, relative to the number of training rows (the design's columns are
@@ -78,6 +82,61 @@ def polynomial_design(draws, scores, order, *, centre=None, diagonal=False):
         upper_j, upper_k = np.triu_indices(d, k=1)
         columns.append(centred[:, upper_j] * scores[:, upper_k]
                        + centred[:, upper_k] * scores[:, upper_j])
+    return np.concatenate(columns, axis=1)
+
+
+def transform_controls(values, derivatives, draws, scores, coordinates, *, products=True,
+                       centre=None):
+    """Control variates div g + g . s for fields g carrying a quantity of one coordinate.
+
+    Parameters
+    ----------
+    values, derivatives : ndarray, shape (N, q)
+        Per draw, q quantities f_j = T_j(z_k(j)) and their derivatives dT_j/dz_k(j).
+    draws, scores : ndarray, shape (N, d)
+    coordinates : sequence of int, length q
+        The coordinate k(j) each quantity depends on.
+    products : bool
+        With False, one column per quantity: g = f e_k. With True, 3d - 1 per quantity:
+        g = f e_i (every i), g = f y_i e_i (every i) and g = f y_i e_k (i != k), y = z - m
+        (f times the first-order field and the diagonal of the second-order one, plus
+        the k-th row of B).
+    centre : ndarray (d,), optional
+        m (default the draws' mean); it changes the columns' conditioning, not their span.
+
+    Returns
+    -------
+    ndarray, shape (N, q) or (N, q (3d - 1))
+        Per quantity, with f' = df/dz_k: f s_k + f' (g = f e_k) first, then f s_i
+        (i != k), f y_i s_i + f + [i = k] f' y_i, f y_i s_k + f' y_i (i != k). Each has
+        mean zero under p.
+
+    Notes
+    -----
+    div g + g . s with g = f(z_k) u(z) e_i is f' u [i = k] + f du/dz_i + f u s_i;
+    E_p[div g + g . s] = 0 when f u p -> 0 at the ends of every line along z_i (f u p
+    integrable: moments of f of the order used, with p's tails, are what make it so).
+    For f = exp(z_k) (a positive scale) the first column is exp(z_k) (s_k + 1): the
+    quantity itself enters the basis where polynomials in z fit it poorly. O(N q d)
+    memory.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    derivatives = np.asarray(derivatives, dtype=np.float64)
+    coordinates = [int(k) for k in coordinates]
+    if not products:
+        return values * scores[:, coordinates] + derivatives
+    if centre is None:
+        centre = draws.mean(axis=0)
+    centred = draws - centre
+    d = draws.shape[1]
+    columns = []
+    for j, k in enumerate(coordinates):
+        f, df = values[:, j:j + 1], derivatives[:, j:j + 1]
+        others = np.array([i for i in range(d) if i != k], dtype=int)
+        diagonal = f * (centred * scores + 1.0)
+        diagonal[:, k] += df[:, 0] * centred[:, k]
+        columns += [f * scores[:, [k]] + df, f * scores[:, others], diagonal,
+                    f * centred[:, others] * scores[:, [k]] + df * centred[:, others]]
     return np.concatenate(columns, axis=1)
 
 
