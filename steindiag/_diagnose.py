@@ -20,11 +20,13 @@ from steindiag._validate import check_rng
 from steindiag.gof import ksd_test
 from steindiag.inputs import is_labelled, read_input, sampler_warnings, score_function
 from steindiag.inputs._prepare import has_chain_dimension
+from steindiag.inputs._emcee import is_ensemble
 from steindiag.inputs._trace import as_trace
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.stats import verdict as rules
-from steindiag.stats.bootstrap import MIN_THINNED_DRAWS, max_statistic_pvalues
+from steindiag.stats.bootstrap import (MIN_POOLED_BLOCKS, MIN_THINNED_DRAWS,
+                                       max_statistic_pvalues)
 
 __all__ = ["diagnose", "Diagnosis"]
 
@@ -375,6 +377,35 @@ def _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner):
     return pvalue, bool(between["pvalue_reliable"]) and np.isfinite(pvalue), note
 
 
+def _as_one_chain(evidence, test, values, draws):
+    """An ensemble's walkers read as one chain: (evidence, chain labels, per-chain values).
+
+    The walkers of an ensemble sampler (emcee) are not independent chains: each move of a
+    walker uses the others. The ensemble is one Markov chain, whose state is every walker
+    at one step; its stationary law is p for every walker independently (Goodman & Weare
+    2010), so the walkers at one step are independent draws of p, and steps L apart
+    (L about five autocorrelation times of the walkers' mean autocorrelation, as emcee
+    estimates it) nearly independent of each other. The pooled KSD test reads exactly
+    that (every L-th step of every walker, one independent sign each): it is the
+    ensemble's test. Per-walker tests (a few blocks each) and the MMD test of agreement
+    among walkers (exchangeable by construction) are not run.
+    """
+    from dataclasses import replace
+
+    stuck = bool(evidence.stuck.all())
+    one = replace(
+        evidence, pvalue=np.array([evidence.pvalue_pooled]),
+        reliable=np.array([evidence.reliable_pooled]), min_kept_draws=MIN_POOLED_BLOCKS,
+        agreement_pvalue=np.nan, agreement_reliable=True, divergences=None,
+        stuck=np.array([stuck]), labels=["ensemble"])
+    per_chain = {
+        "ksd": np.array([float(values["ksd_pooled"])]),
+        "ksd_iid": np.array([float(values["ksd_iid_pooled"])]),
+        "pvalue_unadjusted": np.array([float(test["pvalue_pooled"])]),
+        "effective_draws": np.array([float(test["effective_draws_pooled"])])}
+    return one, np.array(["ensemble"]), per_chain
+
+
 def _stuck_chains(draws):
     """(chain,) bool: chains whose draws are all the same point."""
     return np.all(draws.max(axis=1) == draws.min(axis=1), axis=-1)
@@ -538,12 +569,16 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
     has_chain_dim = has_chain_dimension(data, sample_dims)
+    if log_density is None and pending.log_density is not None:
+        # A sampler's own object (emcee's log_prob_fn, a Stan model's log_prob): its log p.
+        log_density, model = pending.log_density, None
+    ensemble = is_ensemble(data, sample_dims, pending.attrs)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     # The search needs log p (the gradient, when the score is an array, from finite
     # differences of log p).
     search_possible = bool(missing_mass) and (log_density is not None or model is not None)
-    n_tests = rules.n_tests(n_chain, search_possible)
+    n_tests = rules.n_tests(1 if ensemble else n_chain, search_possible)
     level = alpha / n_tests
     n_bootstrap = _replicates(n_bootstrap, "n_bootstrap", level, alpha, n_tests)
     n_permutations = _replicates(n_permutations, "n_permutations", level, alpha, n_tests)
@@ -557,11 +592,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                                                 kernel, preconditioner, client,
                                                 estimator_options)
     test = tests[0]
-    agreement_p, agreement_ok, mmd_note = _agreement_evidence(draws, n_permutations, rng,
-                                                              kernel, preconditioner)
+    agreement_p, agreement_ok, mmd_note = (np.nan, True, "") if ensemble else (
+        _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner))
     values = ksd(draws, score=scores, sample_dims=("chain", "draw"), kernel=kernel,
                  preconditioner=preconditioner, client=client, rng=rng, **estimator_options)
-    found = None
+    found = pending.sampler_warnings
     if is_labelled(data):
         found = sampler_warnings(data, group=group, chain=prepared.chain, draw=prepared.draw,
                                  sample_dims=("chain", "draw") if sample_dims is None
@@ -592,6 +627,12 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         missing_run=search is not None,
         missing_summary=search.summary if search is not None else "",
         missing_not_run_reason=not_run, labels=prepared.chain.tolist())
+    chain, per_chain = prepared.chain, {
+        "ksd": values["ksd"].values, "ksd_iid": values["ksd_iid"].values,
+        "pvalue_unadjusted": test["pvalue"].values,
+        "effective_draws": test["effective_draws"].values}
+    if ensemble:
+        evidence, chain, per_chain = _as_one_chain(evidence, test, values, draws)
     verdicts, reasons = rules.chain_verdicts(evidence, level)
     if search is None:
         reasons = np.array([r + " (conditional: no search for unvisited mass)"
@@ -599,23 +640,22 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     verdict_pooled, reason_pooled = rules.pooled_verdict(evidence, level)
 
     # 4. Label and report.
-    chain = prepared.chain
     data_vars = {
         "verdict": (("chain",), verdicts, {"long_name": "verdict of each chain"}),
         "verdict_pooled": ((), verdict_pooled, {"long_name": "verdict, all chains"}),
         "reason": (("chain",), reasons, {"long_name": "why, each chain"}),
         "reason_pooled": ((), reason_pooled, {"long_name": "why, all chains"}),
-        "ksd": (("chain",), values["ksd"].values, {"long_name": "KSD of each chain"}),
+        "ksd": (("chain",), per_chain["ksd"], {"long_name": "KSD of each chain"}),
         "ksd_pooled": ((), float(values["ksd_pooled"]),
                        {"long_name": "KSD of all chains pooled"}),
-        "ksd_iid": (("chain",), values["ksd_iid"].values,
+        "ksd_iid": (("chain",), per_chain["ksd_iid"],
                     {"long_name": "i.i.d. floor at the draws, each chain"}),
         "ksd_iid_pooled": ((), float(values["ksd_iid_pooled"]),
                            {"long_name": "i.i.d. floor at the draws, pooled"}),
         "pvalue": (("chain",), evidence.pvalue, {
             "long_name": "KSD test p-value, each chain, adjusted for the family of the "
                          "chains' tests (max-T)"}),
-        "pvalue_unadjusted": (("chain",), test["pvalue"].values,
+        "pvalue_unadjusted": (("chain",), per_chain["pvalue_unadjusted"],
                               {"long_name": "KSD test p-value of the chain on its own"}),
         "pvalue_pooled": ((), evidence.pvalue_pooled,
                           {"long_name": "KSD test p-value, pooled"}),
@@ -623,7 +663,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                             {"long_name": "whether the KSD p-value can be trusted"}),
         "pvalue_reliable_pooled": ((), evidence.reliable_pooled,
                                    {"long_name": "whether the pooled p-value can be trusted"}),
-        "effective_draws": (("chain",), test["effective_draws"].values,
+        "effective_draws": (("chain",), per_chain["effective_draws"],
                             {"long_name": "effective number of draws, draw / tau"}),
         "effective_draws_pooled": ((), evidence.effective_draws_pooled,
                                    {"long_name": "effective number of draws, all chains"}),
@@ -656,6 +696,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     attrs["ksd_statistics"] = ", ".join(
         f"{t.attrs['preconditioner']}{' (plain, damped)' if 'statistic_damped' in t else ''}"
         for t in tests)
+    if ensemble:
+        attrs["ensemble_note"] = (
+            f"ensemble of {n_chain} walkers x {n_draw} steps read as one chain (walkers "
+            f"are not independent chains): one KSD test on every {evidence.thinning_lag}-th "
+            "step of every walker; no per-walker tests, no test of agreement among walkers")
     if estimator_note:
         attrs["estimator_note"] = estimator_note
     if covariance_note:
@@ -741,7 +786,7 @@ def report(result):
                      f"{result.attrs['missing_mass_summary']}")
     else:
         lines.append(f"  unvisited mass: search {result.attrs['missing_mass_search']}")
-    for note in ("estimator_note", "mmd_note"):
+    for note in ("ensemble_note", "estimator_note", "mmd_note"):
         if note in result.attrs:
             lines.append(f"  {result.attrs[note]}")
     lines.append(f"  each test at level {level:.2g} = alpha "

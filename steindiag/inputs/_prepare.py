@@ -36,7 +36,9 @@ def is_labelled(data):
 def has_chain_dimension(data, sample_dims):
     """Whether the draws come as chains (a trace, or an array whose sample_dims or shape has
     a chain axis): the wild bootstrap applies; otherwise one sample of independent draws."""
-    if is_labelled(data):
+    from steindiag.inputs._ecosystems import is_ecosystem_input
+
+    if is_labelled(data) or is_ecosystem_input(data):
         return True
     if sample_dims is not None:
         return "chain" in array_sample_dims(sample_dims)
@@ -142,6 +144,10 @@ class PendingInput:
         One label per column of ``draws`` (see :mod:`steindiag.inputs._labels`).
     attrs : dict
         Provenance, as ``SteinInput.attrs`` (without ``score_source`` yet).
+    log_density : callable or None
+        For a sampler's own object (emcee, Stan): its log p, (n, d) -> (n,).
+    sampler_warnings : SamplerWarnings or None
+        For a Stan fit: its divergences, for the draws read.
     """
 
     draws: np.ndarray
@@ -150,6 +156,10 @@ class PendingInput:
     parameter: list
     attrs: dict
     _complete: object = None
+    # Read from a sampler's own object (emcee, Stan): log p as a batched callable (n, d)
+    # -> (n,) in the draws' order, and the sampler's divergences (SamplerWarnings).
+    log_density: object = None
+    sampler_warnings: object = None
 
     @property
     def n_draws(self):
@@ -184,10 +194,18 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
     PendingInput
         Its ``with_scores()`` evaluates the scores and returns the ``SteinInput``.
     """
-    check_space(space, model)
-    check_compile_mode(compile_mode, model)
     if not isinstance(batched, (bool, np.bool_)):
         raise TypeError(f"batched must be True or False; got {batched!r}.")
+    from steindiag.inputs._ecosystems import read_ecosystem
+
+    pending = read_ecosystem(
+        data, model, score=score, batched=batched, group=group, var_names=var_names,
+        coords=coords, sample_dims=sample_dims, space=space, need_score=need_score,
+        compile_mode=compile_mode)
+    if pending is not None:   # emcee's sampler, a Stan fit with its model
+        return pending
+    check_space(space, model)
+    check_compile_mode(compile_mode, model)
     data = as_trace(data, model)
     if is_labelled(data):
         from steindiag.inputs._trace import read_trace
