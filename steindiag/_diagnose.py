@@ -571,7 +571,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     has_chain_dim = has_chain_dimension(data, sample_dims)
     if log_density is None and pending.log_density is not None:
         # A sampler's own object (emcee's log_prob_fn, a Stan model's log_prob): its log p.
-        log_density, model = pending.log_density, None
+        log_density, score, model = pending.log_density, pending.score_function, None
+        batched = True
     ensemble = is_ensemble(data, sample_dims, pending.attrs)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)

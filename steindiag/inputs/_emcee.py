@@ -198,7 +198,8 @@ def read_emcee(sampler, model=None, *, score=None, batched=True, var_names=None,
 
     return PendingInput(draws=draws, chain=trace.chain, draw=trace.draw,
                         parameter=trace.parameter, attrs=attrs, _complete=complete,
-                        log_density=log_density)
+                        log_density=log_density,
+                        score_function=lambda points: holder["score"](np.atleast_2d(points)))
 
 
 def _evaluate(score, points, batched):

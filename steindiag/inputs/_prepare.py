@@ -144,8 +144,9 @@ class PendingInput:
         One label per column of ``draws`` (see :mod:`steindiag.inputs._labels`).
     attrs : dict
         Provenance, as ``SteinInput.attrs`` (without ``score_source`` yet).
-    log_density : callable or None
-        For a sampler's own object (emcee, Stan): its log p, (n, d) -> (n,).
+    log_density, score_function : callable or None
+        For a sampler's own object (emcee, Stan): its log p, (n, d) -> (n,), and the
+        score, (n, d) -> (n, d), for methods that evaluate them at new points.
     sampler_warnings : SamplerWarnings or None
         For a Stan fit: its divergences, for the draws read.
     """
@@ -156,9 +157,11 @@ class PendingInput:
     parameter: list
     attrs: dict
     _complete: object = None
-    # Read from a sampler's own object (emcee, Stan): log p as a batched callable (n, d)
-    # -> (n,) in the draws' order, and the sampler's divergences (SamplerWarnings).
+    # Read from a sampler's own object (emcee, Stan): log p and the score as batched
+    # callables, (n, d) -> (n,) and (n, d) -> (n, d), in the draws' order, and the
+    # sampler's divergences (SamplerWarnings).
     log_density: object = None
+    score_function: object = None
     sampler_warnings: object = None
 
     @property
