@@ -21,6 +21,7 @@ import xarray as xr
 from steindiag._types import SteinInput
 from steindiag._validate import warn_if_low_precision
 from steindiag.inputs._labels import element_labels, variable_labels
+from steindiag.inputs._space import score_failure_hint, warn_constrained_columns
 
 __all__ = ["prepare_trace", "read_trace", "TraceDraws", "as_trace", "is_multitrace"]
 
@@ -741,6 +742,23 @@ def _inference_library(data, posterior):
     return None
 
 
+def _untransformed(data, posterior):
+    """Whether the trace was written by a library without transforms (emcee)."""
+    library = _inference_library(data, posterior)
+    return library is not None and library.lower() in _UNTRANSFORMED_LIBRARIES
+
+
+def _warn_constrained(posterior, var_names, pair, draws, space, labels):
+    """The space check of :mod:`steindiag.inputs._space`, per variable of the trace."""
+    columns, start = [], 0
+    for name in var_names:
+        size = int(np.prod([posterior[name].sizes[dim] for dim in posterior[name].dims
+                            if dim not in pair]))
+        columns.append(np.arange(start, start + size))
+        start += size
+    warn_constrained_columns(var_names, columns, draws, space, labels)
+
+
 def _check_trace_space(data, posterior, space, group_label):
     """Refuse to guess the space of a sampler's stored draws against a user's score."""
     library = _inference_library(data, posterior)
@@ -1035,16 +1053,26 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
         else:
             if score is not None:
                 _check_trace_space(data, posterior, space, group_label)
+            chose_all = var_names is None and not isinstance(score, xr.Dataset)
             if var_names is None:
                 var_names = (list(score.data_vars) if isinstance(score, xr.Dataset)
                              else list(posterior.data_vars))
             draws, labels = _flatten_dataset(posterior, var_names, pair, group_label)
             attrs = {"space": "as given" if space is None else space,
                      "variables": list(var_names)}
+            if score is not None and (space == "unconstrained" or _untransformed(data,
+                                                                                 posterior)):
+                _warn_constrained(posterior, var_names, pair, draws, attrs["space"], labels)
 
             def scores():
-                return _user_scores(score, draws, labels, var_names, chain, draw, sample_dims,
-                                    batched=batched, chunk_size=chunk_size)
+                try:
+                    return _user_scores(score, draws, labels, var_names, chain, draw,
+                                        sample_dims, batched=batched, chunk_size=chunk_size)
+                except ValueError as err:
+                    hint = score_failure_hint(var_names, labels, chose_all and callable(score))
+                    if not hint:
+                        raise
+                    raise ValueError(f"{err}{hint}") from err
         _where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
     if group_label.startswith("group"):
