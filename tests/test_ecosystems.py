@@ -101,6 +101,9 @@ def test_emcee_recipe():
     # Truth: emcee's get_chain() is (step, walker, d): 16 walkers of 2000 steps.
     assert res.sizes["chain"] == 16 and res.attrs["n_draw"] == 2000 == chain.shape[0]
     np.testing.assert_array_equal(namespace["draws"], np.swapaxes(chain, 0, 1))
+    # Truth: the glue under the one call (emcee's get_chain() through the array path).
+    np.testing.assert_allclose(res["ksd"].values, namespace["res_glue"]["ksd"].values,
+                               rtol=1e-12)
 
 
 def test_pystan_recipe():

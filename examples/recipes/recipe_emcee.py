@@ -1,7 +1,8 @@
 """KSD of emcee walkers: get_chain() is (step, walker, d).
 
 The user guide's emcee recipe (tests/test_ecosystems.py runs it and checks the score
-against finite differences of log p). Needs: pip install emcee jax.
+against finite differences of log p, and the one call against the glue under it).
+Needs: pip install emcee jax.
 """
 
 import jax
@@ -42,10 +43,15 @@ def score(z):
     return np.asarray(batched_grad(z))
 
 
-draws = sampler.get_chain(discard=1000)                # (step, walker, d): say so
-res = steindiag.ksd(draws, score=score, sample_dims=("draw", "chain"))
-# Walkers interact: they are not independent chains, so read the pooled value.
+# The sampler itself: walkers x steps, labelled var_0, var_1; the score is checked
+# against central differences of log_prob_fn at a few draws before anything else.
+res = steindiag.ksd(sampler, score=score, coords={"draw": slice(1000, None)})
 # -- recipe: end
+
+# -- under the hood: start
+draws = sampler.get_chain(discard=1000)                # (step, walker, d): say so
+res_glue = steindiag.ksd(draws, score=score, sample_dims=("draw", "chain"))
+# -- under the hood: end
 batched = True
 draws = np.swapaxes(draws, 0, 1)                      # (walker, step, d) for the checks
 log_density = log_prob

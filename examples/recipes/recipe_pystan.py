@@ -1,7 +1,8 @@
 """KSD of Stan draws through pystan 3, in Stan's unconstrained space.
 
 The user guide's pystan recipe (tests/test_ecosystems.py runs it and checks the score
-against finite differences of log p). Needs: pip install pystan (Linux or macOS; it
+against finite differences of log p; tests/test_emcee_stan.py checks that the one call
+gives the numbers of the glue below). Needs: pip install pystan (Linux or macOS; it
 builds the model with the system's C++ compiler, about a minute the first time).
 """
 
@@ -20,6 +21,10 @@ posterior = stan.build(program, data=data, random_seed=1)
 fit = posterior.sample(num_chains=4, num_samples=250)
 
 # -- recipe: start
+res = steindiag.ksd(fit, posterior)     # the fit and the model that sampled it
+# -- recipe: end
+
+# -- under the hood: start
 n_chain = fit.num_chains
 n_draw = fit[fit.param_names[0]].shape[-1] // n_chain
 # fit[name] is (*shape, draw * chain) with the chains interleaved (draw-major): the
@@ -36,12 +41,12 @@ def score(z):
     return np.asarray(posterior.grad_log_prob(z.tolist()))
 
 
-res = steindiag.ksd(draws, score=score, batched=False)
+res_glue = steindiag.ksd(draws, score=score, batched=False)
 
 
 def log_density(z):
     return posterior.log_prob(list(z), adjust_transform=True)
-# -- recipe: end
+# -- under the hood: end
 
 
 batched = False
