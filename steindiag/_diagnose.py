@@ -508,6 +508,18 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     are a block apart, so nearly independent). Measured levels and power on valid and
     biased samplers: benchmarks/results/calibration.md.
 
+    An ensemble (an ``emcee.EnsembleSampler``, an ``az.from_emcee`` trace, or an array
+    given with ``sample_dims=("draw", "chain")``, the layout of emcee's ``get_chain()``)
+    is read as one chain: its walkers are not independent chains (each move of a walker
+    uses the others). The ensemble's state, every walker at one step, is one Markov chain
+    whose stationary law makes the walkers at one step independent draws of p (Goodman &
+    Weare 2010), so the pooled KSD test (every L-th step of every walker, L from the
+    walkers' mean autocorrelation, as emcee estimates it) is the ensemble's test; the
+    result has one chain, "ensemble", and no per-walker tests and no test of agreement
+    among walkers are run (to test independent chains stored as (draw, chain, d), swap
+    the axes and pass ``sample_dims=("chain", "draw")``). Measured on healthy emcee runs
+    of Gaussian targets: benchmarks/results/emcee_ensemble.md.
+
     The report ends with how strong a "fits" is: the shift of the mean, in posterior
     standard deviations, that the test detects 80 % of the time with the pooled
     effective draws, kappa(d) / sqrt(ESS) (kappa from 4.0 at d = 1 to 8.4 at d = 50,
@@ -543,6 +555,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     Wenliang & Kanagawa (2020), Blindness of score-based methods to isolated components
     and mixing proportions.
     Westfall & Young (1993), Resampling-Based Multiple Testing, Wiley.
+    Goodman & Weare (2010), Ensemble samplers with affine invariance, Commun. Appl.
+    Math. Comput. Sci. 5(1).
 
     Examples
     --------

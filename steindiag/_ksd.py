@@ -78,11 +78,19 @@ _COMMON_PARAMETERS = """\
         and any parameter dims (e.g. (chain, draw, school)); or a trace (``pm.sample``
         output, or its posterior Dataset). Parameters are labelled as ArviZ labels them:
         ``theta[a]`` by coordinate value where the dim has a coordinate, ``theta[0]``
-        by position otherwise, ``x[0]``, ``x[1]``, ... for arrays.
+        by position otherwise, ``x[0]``, ``x[1]``, ... for arrays. Samplers' own
+        objects too: an ``emcee.EnsembleSampler`` after ``run_mcmc`` (walkers as chains,
+        steps as draws; log p is its ``log_prob_fn``, which checks ``score`` at a few
+        draws, or gives the score by central differences when none is passed), a pystan
+        3 fit with its ``stan.build`` object as ``model``, a CmdStanPy fit with a
+        ``bridgestan.StanModel`` as ``model`` (Stan's unconstrained space, scores and
+        divergences from the model and fit); see the user guide's recipes.
     model : pymc.Model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
         space (value variables, ``model.logp(jacobian=True)``). Not needed for a trace
         that stores them (:func:`steindiag.add_scores`, nutpie's ``store_gradient``).
+        For a Stan fit, the Stan model (pystan's ``stan.build(...)`` result, or a
+        ``bridgestan.StanModel`` for a CmdStanPy fit).
     compile_mode : str or pytensor.compile.mode.Mode, optional
         With ``model``: how PyTensor compiles the model's graphs (the score, and the
         map of stored constrained values to the unconstrained space): a mode name,
