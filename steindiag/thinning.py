@@ -22,6 +22,7 @@ from steindiag.kernels.preconditioner import check_preconditioner, make_precondi
 from steindiag.inputs import (as_trace, is_labelled, log_density_values, read_input,
                               score_function)
 from steindiag.inputs._arrays import apply_layout, array_sample_dims
+from steindiag.inputs._ecosystems import as_plain_sources, is_ecosystem_input
 from steindiag.inputs._functions import check_log_density
 from steindiag.kernels import make_kernel
 from steindiag.methods.thinning import greedy_select, laplacian_correction, prefix_ksd
@@ -315,7 +316,9 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     ((20,), True)
     """
     kernel = make_kernel(kernel, c, beta)
-    _thin_iv(n_points, regularized, strength, log_density, return_info, score, model)
+    # A sampler's own object (emcee, Stan) brings its log p and score, as a model does.
+    _thin_iv(n_points, regularized, strength, log_density, return_info, score,
+             data if model is None and is_ecosystem_input(data) else model)
     check_missing_mass_option(missing_mass)
     rng = check_rng(rng)
     check_preconditioner(preconditioner)
@@ -324,6 +327,8 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
+    data, model, score, log_density, batched = as_plain_sources(
+        pending, data, model, score, log_density, batched)
     n_chain, n_draw, d = pending.draws.shape
     n_total = n_chain * n_draw
     if n_points > n_total:

@@ -22,6 +22,7 @@ from steindiag.engine import svgd as _svgd_kernels
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
 from steindiag.inputs import as_trace, is_labelled, read_input, score_function
+from steindiag.inputs._ecosystems import as_plain_sources, is_ecosystem_input
 from steindiag.inputs._labels import provenance
 from steindiag.methods.variational import (
     ADAGRAD_ALPHA, ADAGRAD_FUDGE, step_sizes, svgd_loop, threads_for,
@@ -460,7 +461,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     """
     _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
              progress, step_decay, keep)
-    if score is None and model is None:
+    if score is None and model is None and not is_ecosystem_input(data):
         raise TypeError(
             "SVGD evaluates the score at every step: pass score= (a callable) or a PyMC "
             "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
@@ -471,6 +472,8 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, compile_mode=compile_mode,
     )
+    data, model, score, _, batched = as_plain_sources(pending, data, model, score, None,
+                                                      batched)
     n_chain, n_draw, d = pending.draws.shape
     n = n_chain * n_draw
     try:

@@ -23,6 +23,7 @@ from steindiag._corrections import (
 )
 from steindiag._validate import check_method, check_rng
 from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._ecosystems import as_plain_sources
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
     METHODS,
@@ -269,6 +270,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
     )
+    data, model, score, log_density, batched = as_plain_sources(
+        pending, data, model, score, log_density, batched)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()

@@ -263,6 +263,35 @@ def test_cmdstanpy_without_model_names_what_to_install():
         assert "pip install bridgestan" in str(info.value)
 
 
+_EVERY_FUNCTION = {
+    "ksd": lambda data, model, options: steindiag.ksd(data, model, **options),
+    "ksd_path": lambda data, model, options: steindiag.ksd_path(data, model, **options),
+    "ksd_test": lambda data, model, options: steindiag.ksd_test(data, model, n_bootstrap=99,
+                                                                rng=0, **options),
+    "stein_weights": lambda data, model, options: steindiag.stein_weights(data, model,
+                                                                          **options),
+    "stein_thin": lambda data, model, options: steindiag.stein_thin(
+        data, model, n_points=10, regularized=True, **options),
+    "mmd": lambda data, model, options: steindiag.mmd(
+        data, model=model, **{k: v for k, v in options.items() if k != "score"}),
+    "control_variates": lambda data, model, options: steindiag.control_variates(
+        data, model, **options),
+    "stein_variational": lambda data, model, options: steindiag.stein_variational(
+        data, model, n_steps=2, **options),
+}
+
+
+@pytest.mark.parametrize("function", sorted(_EVERY_FUNCTION))
+def test_every_function_takes_samplers_objects(function, sampler):
+    # Each runs to the end on both readers (regularized thinning and SVGD evaluate the
+    # sampler's own log p and score at new points).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _EVERY_FUNCTION[function](sampler, None, {"score": _score,
+                                                  "coords": {"draw": slice(600, None)}})
+        _EVERY_FUNCTION[function](_FakeCmdStanMCMC(n_draw=100), _FakeBridgeStanModel(), {})
+
+
 # --------------------------------------------------------------------------------------
 # space checks
 # --------------------------------------------------------------------------------------

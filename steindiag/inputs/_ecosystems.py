@@ -8,7 +8,9 @@ imports nothing of its library: the objects are used through their own methods.
 from steindiag.inputs._emcee import is_emcee_sampler, read_emcee
 from steindiag.inputs._stan import is_stan_input, read_stan
 
-__all__ = ["read_ecosystem", "is_ecosystem_input"]
+import numpy as np
+
+__all__ = ["read_ecosystem", "is_ecosystem_input", "as_plain_sources"]
 
 
 def is_ecosystem_input(data, model=None):
@@ -34,3 +36,24 @@ def read_ecosystem(data, model=None, **options):
     if options.pop("group", "posterior") != "posterior":
         raise ValueError(f"group applies to traces; data is a {type(data).__name__}.")
     return reader(data, model, **options)
+
+
+def as_plain_sources(pending, data, model, score, log_density, batched):
+    """For a sampler's own object, the sources the rest of a function reads.
+
+    Functions that evaluate the score or log p again (corrections, thinning, SVGD), or
+    label their output from ``data``, take the draws as a (chain, draw, d) array and the
+    sampler's own log p and score as batched callables; other input is returned as is.
+
+    Returns
+    -------
+    data, model, score, log_density, batched
+    """
+    if pending.log_density is None:
+        return data, model, score, log_density, batched
+    if log_density is None:
+        log_density = pending.log_density
+    elif callable(log_density) and not batched:
+        given = log_density
+        log_density = lambda points: np.array([given(row) for row in points])  # noqa: E731
+    return pending.draws, None, pending.score_function, log_density, True
