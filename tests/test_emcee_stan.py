@@ -142,6 +142,15 @@ def test_diagnose_reads_an_ensemble_as_one_chain(sampler):
     from_array = steindiag.diagnose(sampler.get_chain(discard=200), score=_score,
                                     sample_dims=("draw", "chain"), missing_mass=False, rng=3)
     assert list(from_array["chain"].values) == ["ensemble"]
+    az = pytest.importorskip("arviz")
+    if hasattr(az, "from_emcee"):
+        # az.from_emcee writes inference_library="emcee": an ensemble too.
+        trace = az.from_emcee(sampler)
+        from_trace = steindiag.diagnose(trace, score=_score, coords={"draw": slice(200, None)},
+                                        missing_mass=False, rng=3)
+        assert list(from_trace["chain"].values) == ["ensemble"]
+        assert float(from_trace["ksd"][0]) == pytest.approx(float(expected["ksd_pooled"]),
+                                                             rel=1e-12)
 
 
 # --------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def _names(sampler):
     return {f"var_{k}": [k] for k in range(sampler.ndim)}, False
 
 
-def _read_emcee_iv(sampler, model, score, batched, var_names, sample_dims, space):
+def _read_emcee_iv(sampler, model, score, var_names, sample_dims, space):
     if model is not None:
         raise TypeError(
             "data is an emcee EnsembleSampler, whose log_prob_fn is the log density: "
@@ -125,8 +125,7 @@ def read_emcee(sampler, model=None, *, score=None, batched=True, var_names=None,
     from steindiag.inputs._prepare import PendingInput
     from steindiag.inputs._trace import read_trace
 
-    columns, order = _read_emcee_iv(sampler, model, score, batched, var_names, sample_dims,
-                                    space)
+    columns, order = _read_emcee_iv(sampler, model, score, var_names, sample_dims, space)
     chain = np.asarray(sampler.get_chain(), dtype=np.float64)          # (step, walker, d)
     n_step, n_walker, d = chain.shape
     posterior = xr.Dataset(
