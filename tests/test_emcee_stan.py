@@ -323,6 +323,9 @@ def test_space_warns_for_a_positive_scale_said_unconstrained():
         steindiag.ksd(_trace(np.log(sigma)), score=lambda x: -x, space="unconstrained")
         logged = _trace(sigma).rename({"sigma_a": "log_sigma_a"})
         steindiag.ksd(logged, score=lambda x: -x, space="unconstrained")
+        # az.from_emcee's names (var_0, var_1) say nothing about a constraint.
+        steindiag.ksd(_trace(sigma).rename({"sigma_a": "var_1"}), score=lambda x: -x,
+                      space="unconstrained")
 
 
 def test_space_warns_for_a_probability_in_an_emcee_trace():

@@ -18,7 +18,7 @@ __all__ = ["warn_constrained_columns", "score_failure_hint"]
 
 # Name parts that say "a positive quantity" and "a probability"; parts that say the
 # column is already unconstrained (a log or logit of one) silence both.
-_POSITIVE = {"sigma", "tau", "scale", "sd", "std", "stdev", "stddev", "var", "variance",
+_POSITIVE = {"sigma", "tau", "scale", "sd", "std", "stdev", "stddev", "variance",
              "precision", "rate", "lambda", "lam", "kappa", "nu", "concentration",
              "dispersion"}
 _UNIT = {"p", "prob", "probs", "probability", "pi", "frac", "fraction", "proportion"}
