@@ -12,7 +12,9 @@ Each run: emcee's stretch move (vectorized log p), walkers started at N(0, I), 5
 discarded, then ``--steps`` steps; ``diagnose(sampler, score=..., coords=...)`` in one
 call (the ensemble read as one chain, log p from log_prob_fn for the search). With
 ``--narrow f`` the sampler targets N(0, f^2 S) while the score is that of N(0, S): draws
-that do not fit. ``--walkers-as-chains k``: for the first k runs also diagnose the same
+that do not fit; they are passed as emcee's ``get_chain()`` array with
+``sample_dims=("draw", "chain")`` (also read as an ensemble), since the sampler itself
+would refuse a score that is not the gradient of its ``log_prob_fn``. ``--walkers-as-chains k``: for the first k runs also diagnose the same
 draws read as independent chains (the former reading), for comparison.
 
 Prints one JSON line per run (verdict, pooled p-value, thinning lag, kept blocks per
@@ -63,8 +65,16 @@ def main():
         started = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = steindiag.diagnose(sampler, score=score, coords={"draw": slice(burn, None)},
-                                     rng=seed)
+            if args.narrow == 1.0:
+                res = steindiag.diagnose(sampler, score=score,
+                                         coords={"draw": slice(burn, None)}, rng=seed)
+            else:
+                # The sampler's log_prob_fn is not the score's density (the sampler would
+                # refuse the score): emcee's array, read as an ensemble all the same.
+                res = steindiag.diagnose(sampler.get_chain(discard=burn), score=score,
+                                         log_density=lambda x: -0.5 * np.einsum(
+                                             "...i,ij,...j->...", x, precision, x),
+                                         sample_dims=("draw", "chain"), rng=seed)
         row = {"seed": seed, "reading": "ensemble", "seconds": round(time.perf_counter()
                                                                      - started, 1),
                "verdict": res["verdict_pooled"].item(),
