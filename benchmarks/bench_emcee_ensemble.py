@@ -14,8 +14,9 @@ call (the ensemble read as one chain, log p from log_prob_fn for the search). Wi
 ``--narrow f`` the sampler targets N(0, f^2 S) while the score is that of N(0, S): draws
 that do not fit; they are passed as emcee's ``get_chain()`` array with
 ``sample_dims=("draw", "chain")`` (also read as an ensemble), since the sampler itself
-would refuse a score that is not the gradient of its ``log_prob_fn``. ``--walkers-as-chains k``: for the first k runs also diagnose the same
-draws read as independent chains (the former reading), for comparison.
+would refuse a score that is not the gradient of its ``log_prob_fn``.
+``--walkers-as-chains k``: for the first k runs also diagnose the same draws read as
+independent chains (the former reading), for comparison.
 
 Prints one JSON line per run (verdict, pooled p-value, thinning lag, kept blocks per
 walker, emcee's own autocorrelation time) and a summary: the fraction of runs with each

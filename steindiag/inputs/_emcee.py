@@ -215,8 +215,8 @@ def _evaluate(score, points, batched):
 
 
 def _order_hint(cause):
-    return (f"score does not match the draws' order: {cause}Pass var_names in log_prob_fn's order (or None), or a score that "
-            "takes the order of var_names.")
+    return (f"score does not match the draws' order: {cause}Pass var_names in "
+            "log_prob_fn's order (or None), or a score that takes the order of var_names.")
 
 
 def _derived_score(log_density, checked, steps, scale, labels):
