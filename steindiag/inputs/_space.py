@@ -74,6 +74,15 @@ def warn_constrained_columns(names, columns, draws, space, labels):
         return
     said = ", ".join(f"{name!r} is {where} in every draw" for name, where, _, _ in found)
     fixes = ", ".join(f"{name!r} (its {transform})" for name, _, _, transform in found)
+    if space.startswith("as given"):
+        # A sampler without transforms (emcee): its coordinates are the stored values.
+        warn_user(
+            f"the draws are the sampler's own coordinates (no transforms), but {said}: a "
+            "log density that is -inf outside a bound is not smooth and positive on all "
+            "of R^d, which KSD needs, and its score near the bound does not describe the "
+            f"draws. Sample the unconstrained coordinates instead, {fixes}, with the "
+            "log-Jacobian of the transform added to the log density.")
+        return
     warn_user(
         f"the draws are said to be {space!r}, but {said}, as {found[0][2]} stored "
         "constrained would be: a score taken in the unconstrained space does not belong to "
