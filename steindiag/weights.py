@@ -268,7 +268,11 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
+    # A numpyro MCMC or a JAX log density: its trace, score and log p from here on.
+    data, model, score, log_density, sample_dims = pending.resolve(
+        data, model, score, log_density, sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
@@ -344,7 +348,10 @@ _CHECKS_PARAMETERS = """\
     log_density : callable, optional
         log p up to a constant on the flat parameter vector, (n, d) -> (n,) (or (d,) ->
         scalar if ``batched=False``), in the space of the scores; used only by the
-        missing-mass search. Default: from ``model`` when one is given.
+        missing-mass search. Default: from ``model`` (a PyMC model or a numpyro
+        ``MCMC``) when one is given. With no ``score``: a JAX-traceable log p of one
+        position (the flat (d,) vector, or a pytree like the positions), whose
+        ``jax.grad`` is the score.
     missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
         Whether to look for mass the chains never visited (a mode, a region behind
         divergences). ``"auto"``: search when log p can be evaluated at new points
