@@ -316,6 +316,14 @@ def read_jax_input(data, model, *, score, log_density, group, var_names, coords,
     """
     from steindiag.inputs._numpyro import is_numpyro_mcmc, read_numpyro
 
+    try:
+        import jax  # noqa: F401
+    except ImportError as err:
+        raise ImportError(
+            "this input (a pytree of positions, a log_density with no score=, or a numpyro "
+            "MCMC) is read with JAX, which is not installed: pip install jax (or "
+            "steindiag's 'ecosystems' extra), or pass the draws as an array with score=."
+        ) from err
     if is_numpyro_mcmc(data) or is_numpyro_mcmc(model):
         if score is not None or log_density is not None:
             raise TypeError(
