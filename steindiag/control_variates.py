@@ -16,6 +16,7 @@ from steindiag._attrs import netcdf_attrs
 from steindiag._validate import warn_user
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._jax import is_position_pytree
 from steindiag.inputs._numpyro import is_numpyro_mcmc
 from steindiag.inputs._labels import variable_labels
 from steindiag.methods.control_variates import (
@@ -431,7 +432,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
                                               max_kernel_draws, max_coefficients)
     data = as_trace(data, model)
     # var_names picks the rows of a trace (and of a numpyro MCMC's), not the parameters.
-    rows_by_name = is_labelled(data) or is_numpyro_mcmc(data)
+    rows_by_name = is_labelled(data) or is_numpyro_mcmc(data) or is_position_pytree(data)
     pending = read_input(
         data, model, score=score, batched=batched, group=group,
         var_names=None if rows_by_name else var_names, coords=coords,

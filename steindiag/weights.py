@@ -23,6 +23,7 @@ from steindiag._corrections import (
 )
 from steindiag._validate import check_method, check_rng
 from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._numpyro import as_numpyro_trace
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
     METHODS,
@@ -587,10 +588,11 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
 
     Parameters
     ----------
-    data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+    data : array_like, xarray.DataTree, arviz.InferenceData, xarray.Dataset or numpyro MCMC
         The trace: its ``group`` is summarised in its own (constrained) space, every
-        variable with both sample dims (deterministics included). An array of shape
-        (chain, draw, d) or (draw, d) is summarised column by column (``x[k]``).
+        variable with both sample dims (deterministics included); a run numpyro ``MCMC``
+        is read as that trace of its samples. An array of shape (chain, draw, d) or
+        (draw, d) is summarised column by column (``x[k]``).
     weights : xarray.DataArray or array_like
         Non-negative weights of the draws with dims / shape (chain, draw), e.g. the
         output of :func:`stein_weights`; normalised here to sum to 1 over all draws
@@ -670,7 +672,7 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
 
     probabilities = None if quantiles is None else _summary_iv(quantiles)
     ci_prob, ci_kind, interval_names = _interval_defaults(ci_prob, ci_kind)
-    data = as_trace(data)
+    data = as_numpyro_trace(as_trace(data))   # a numpyro MCMC: its constrained draws
     array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if is_labelled(data) and len(sample_dims) != 2:

@@ -171,6 +171,9 @@ def test_numpyro_trace_with_model_keeps_its_coordinates(centred_mcmc):
 def test_numpyro_every_function_takes_the_mcmc(non_centred_mcmc):
     weights = steindiag.stein_weights(non_centred_mcmc, missing_mass=False)
     assert weights.dims == ("chain", "draw")
+    table = steindiag.weighted_summary(non_centred_mcmc, weights)
+    # Truth: the sites numpyro stored (constrained), the deterministic theta included.
+    assert {"mu", "tau", "theta[0]", "theta_tilde[7]"} <= set(table.index)
     thinned = steindiag.stein_thin(non_centred_mcmc, n_points=10, missing_mass=False,
                                    regularized=True)
     # Truth: thinned points are draws of the run, read back in its constrained space.

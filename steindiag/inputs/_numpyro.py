@@ -20,7 +20,7 @@ import xarray as xr
 
 from steindiag.inputs._jax import CHUNK, JaxTarget, x64
 
-__all__ = ["is_numpyro_mcmc", "read_numpyro", "numpyro_trace"]
+__all__ = ["is_numpyro_mcmc", "read_numpyro", "numpyro_trace", "as_numpyro_trace"]
 
 
 def is_numpyro_mcmc(value):
@@ -121,6 +121,19 @@ def numpyro_trace(mcmc, samples, sites):
             {"diverging": (("chain", "draw"), np.asarray(extra["diverging"], dtype=bool))},
             coords=coords, attrs=attrs)
     return xr.DataTree.from_dict(groups)
+
+
+def as_numpyro_trace(data):
+    """A run numpyro MCMC as its ``numpyro_trace``; any other ``data`` as it is.
+
+    For the functions that read a trace's constrained values, not its scores
+    (``weighted_summary``).
+    """
+    if not is_numpyro_mcmc(data):
+        return data
+    model, args, kwargs = _mcmc_iv(data)
+    samples = data.get_samples(group_by_chain=True)
+    return numpyro_trace(data, samples, _model_sites(model, args, kwargs, samples))
 
 
 def _trace_posterior(trace, group, mcmc_samples):
