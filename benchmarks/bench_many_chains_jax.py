@@ -13,7 +13,7 @@ as blackjax returns it, with ``sample_dims=("draw", "chain")`` and the log densi
 2. ``diagnose`` against ``ksd_test`` (its defaults) on the same draws and input, in one
    process after a warm-up, alternating; medians of ``--repeats`` runs each.
 
-Run:  python benchmarks/bench_many_chains_jax.py [--repeats 3]
+Run:  python benchmarks/bench_many_chains_jax.py [--repeats 3] [--skip-read]
 The machines are shared: compare the columns of one run, not across runs.
 """
 
@@ -115,30 +115,35 @@ def tests(path, repeats):
     results = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")        # 60 draws: ksd_test says they are short
-        for name, call in calls.items():       # warm-up: numba and jit compilation
-            results[name] = call(0)
+        # Warm-up (numba and jit compilation) on the first 50 chains.
+        steindiag.diagnose({"x": x[:, :50]}, rng=0, **options)
+        steindiag.ksd_test({"x": x[:, :50]}, rng=0, **options)
         for seed in range(1, repeats + 1):
             for name, call in calls.items():
                 start = time.perf_counter()
                 results[name] = call(seed)
                 times[name].append(time.perf_counter() - start)
+                print(f"  run {seed}: {name} {times[name][-1]:.1f} s", flush=True)
     return times, results
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-read", action="store_true",
+                        help="time diagnose and ksd_test only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "positions.npy"
         mala_positions(path)
         print(f"MALA: {N_CHAIN} chains x {N_DRAW} draws, d = {D}; medians of "
               f"{args.repeats} runs\n")
+        layouts = () if args.skip_read else (
+            ("chains", "1000 x 60 state history, sample_dims=('draw', 'chain')"),
+            ("one", "1 x 60000 (same draws, one chain)"))
         print("| input | read + score | peak RSS | RSS added by the call |")
         print("|---|---|---|---|")
-        for layout, label in (("chains", "1000 x 60 state history, sample_dims=('draw', "
-                                         "'chain')"),
-                              ("one", "1 x 60000 (same draws, one chain)")):
+        for layout, label in layouts:
             rows = read_and_score(path, layout, args.repeats)
             print(f"| {label} | {np.median([r['seconds'] for r in rows]):.2f} s | "
                   f"{np.median([r['peak_mib'] for r in rows]):.0f} MiB | "
