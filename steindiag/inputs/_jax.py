@@ -45,10 +45,11 @@ def is_position_pytree(data):
     return hasattr(data, "position") and module.startswith(("blackjax", "jax"))
 
 
-def is_jax_input(data, model, score, log_density, is_labelled):
+def is_jax_input(data, model, score, log_density, labelled):
     """Whether the input layer derives the score itself (numpyro or a JAX log density).
 
-    Decided from types and arguments only; nothing is imported.
+    ``labelled``: whether ``data`` is an xarray / ArviZ container. Decided from types and
+    arguments only; nothing is imported.
     """
     from steindiag.inputs._numpyro import is_numpyro_mcmc
 
@@ -56,7 +57,7 @@ def is_jax_input(data, model, score, log_density, is_labelled):
         return True
     if is_position_pytree(data):
         return True
-    return score is None and callable(log_density) and model is None and not is_labelled
+    return score is None and callable(log_density) and model is None and not labelled
 
 
 @contextmanager
