@@ -424,8 +424,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     log_density : callable, optional
         log p up to a constant, on an (n, d) batch of flat parameter vectors (a (d,)
         vector with ``batched=False``), in the space of the score. With it (or with a
-        PyMC ``model``, whose log p is used), the draws are searched for modes of p they
-        never visited; without either, the search is not run and a "fits" says so.
+        PyMC ``model`` or a numpyro ``MCMC``, whose log p is used), the draws are searched
+        for modes of p they never visited; without either, the search is not run and a
+        "fits" says so. With no ``score``: a JAX-traceable log p of one position (the
+        flat (d,) vector, or a pytree like the positions), whose ``jax.grad`` is the
+        score.
     rng : int, numpy.random.Generator or None
         Source of the thinning offsets, the bootstrap signs, the permutations and the
         search's starts.
@@ -581,7 +584,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
+    # A numpyro MCMC or a JAX log density: its trace, score and log p from here on.
+    data, model, score, log_density, sample_dims = pending.resolve(
+        data, model, score, log_density, sample_dims)
     has_chain_dim = has_chain_dimension(data, sample_dims)
     if log_density is None and pending.log_density is not None:
         # A sampler's own object (emcee's log_prob_fn, a Stan model's log_prob): its log p.

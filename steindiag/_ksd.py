@@ -26,7 +26,8 @@ __all__ = ["ksd", "ksd_path"]
 
 def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, group,
              var_names, coords, sample_dims, method, progress, space=None, client=None,
-             estimator="exact", n_landmarks=None, rng=None, path=True, compile_mode=None):
+             estimator="exact", n_landmarks=None, rng=None, path=True, compile_mode=None,
+             log_density=None):
     kernel = make_kernel(kernel, c, beta)
     rng = check_estimator(estimator, n_landmarks, rng)
     check_method(method, {"auto", *METHODS})
@@ -37,6 +38,7 @@ def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, gr
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
     d = pending.draws.shape[2]
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
@@ -72,25 +74,33 @@ def kernel_attrs(prepared, pre, kernel):
 
 
 _COMMON_PARAMETERS = """\
-    data : array_like, xarray.DataArray, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+    data : array_like, xarray or ArviZ container, numpyro MCMC or pytree of positions
         Draws. An array of shape (chain, draw, d), or (draw, d) for one chain (other
         layouts with ``sample_dims``); a DataArray of one variable with the sample dims
-        and any parameter dims (e.g. (chain, draw, school)); or a trace (``pm.sample``
-        output, or its posterior Dataset). Parameters are labelled as ArviZ labels them:
+        and any parameter dims (e.g. (chain, draw, school)); or a trace
+        (``arviz.InferenceData``, ``xarray.DataTree``: ``pm.sample`` output; or its
+        posterior ``xarray.Dataset``). Parameters are labelled as ArviZ labels them:
         ``theta[a]`` by coordinate value where the dim has a coordinate, ``theta[0]``
         by position otherwise, ``x[0]``, ``x[1]``, ... for arrays. Samplers' own
-        objects too: an ``emcee.EnsembleSampler`` after ``run_mcmc`` (walkers as chains,
-        steps as draws; log p is its ``log_prob_fn``, which checks ``score`` at a few
-        draws, or gives the score by central differences when none is passed), a pystan
-        3 fit with its ``stan.build`` object as ``model``, a CmdStanPy fit with a
+        objects too (see the user guide's recipes): a numpyro ``MCMC`` after
+        ``.run(...)`` (its latent sites in numpyro's unconstrained space, scores from its
+        potential energy: no ``score`` needed); positions as a JAX pytree (a dict of
+        (chain, draw, ...) arrays, or a blackjax state history with
+        ``sample_dims=("draw", "chain")``) with a JAX ``log_density``; an
+        ``emcee.EnsembleSampler`` after ``run_mcmc`` (walkers as chains, steps as draws;
+        log p is its ``log_prob_fn``, which checks ``score`` at a few draws, or gives the
+        score by central differences when none is passed); a pystan 3 fit with its
+        ``stan.build`` object as ``model``; a CmdStanPy fit with a
         ``bridgestan.StanModel`` as ``model`` (Stan's unconstrained space, scores and
-        divergences from the model and fit); see the user guide's recipes.
-    model : pymc.Model, optional
+        divergences from the model and fit).
+    model : pymc.Model, numpyro MCMC or Stan model, optional
         The model that produced the trace: scores are grad log p in its unconstrained
         space (value variables, ``model.logp(jacobian=True)``). Not needed for a trace
         that stores them (:func:`steindiag.add_scores`, nutpie's ``store_gradient``).
-        For a Stan fit, the Stan model (pystan's ``stan.build(...)`` result, or a
-        ``bridgestan.StanModel`` for a CmdStanPy fit).
+        A numpyro ``MCMC`` with its trace (``az.from_numpyro(mcmc)``): the trace's
+        latent sites, mapped to numpyro's unconstrained space. For a Stan fit, the Stan
+        model (pystan's ``stan.build(...)`` result, or a ``bridgestan.StanModel`` for a
+        CmdStanPy fit).
     compile_mode : str or pytensor.compile.mode.Mode, optional
         With ``model``: how PyTensor compiles the model's graphs (the score, and the
         map of stored constrained values to the unconstrained space): a mode name,
@@ -182,12 +192,13 @@ _COMMON_PARAMETERS = """\
 def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
         sample_dims=None, method="auto", progress=None, space=None, client=None,
-        estimator="exact", n_landmarks=None, rng=None, compile_mode=None):
+        estimator="exact", n_landmarks=None, rng=None, compile_mode=None, log_density=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
 
     Parameters
     ----------
 {params}
+{log_density}
 
     Returns
     -------
@@ -243,7 +254,7 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
         client=client, estimator=estimator, n_landmarks=n_landmarks, rng=rng, path=False,
-        compile_mode=compile_mode,
+        compile_mode=compile_mode, log_density=log_density,
     )
     n_chain, n_draw = prepared.draws.shape[:2]
     n_total = n_chain * n_draw
@@ -268,6 +279,16 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
     return xr.Dataset(data_vars, coords={"chain": chain}, attrs=netcdf_attrs(attrs))
 
 
+# The log_density entry of the functions whose other use of log p is none: it is only a
+# score source there (diagnose, stein_weights and stein_thin describe it themselves).
+_JAX_LOG_DENSITY = """\
+    log_density : callable, optional
+        With no ``score``: a JAX-traceable log p (up to a constant) of one position,
+        the flat (d,) vector for an array, a pytree like the positions for a pytree;
+        the score is ``jax.grad`` of it (``jax.jit(jax.vmap(...))``, float64, on chunks
+        of 1024 draws). An error if JAX cannot trace it."""
+
+
 def _check_n_points(n_points):
     if n_points is None:
         return
@@ -280,12 +301,14 @@ def _check_n_points(n_points):
 def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
              sample_dims=None, method="auto", n_points=None, progress=None, space=None,
-             client=None, estimator="exact", n_landmarks=None, rng=None, compile_mode=None):
+             client=None, estimator="exact", n_landmarks=None, rng=None, compile_mode=None,
+             log_density=None):
     """Running KSD as every chain grows, per chain and pooled, from one pass.
 
     Parameters
     ----------
 {params}
+{log_density}
     n_points : int, optional
         Report about this many log-spaced values of n (always including 1 and the
         number of draws) instead of every n.
@@ -320,7 +343,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
         preconditioner=preconditioner, group=group, var_names=var_names, coords=coords,
         sample_dims=sample_dims, method=method, progress=progress, space=space,
         client=client, estimator=estimator, n_landmarks=n_landmarks, rng=rng,
-        compile_mode=compile_mode,
+        compile_mode=compile_mode, log_density=log_density,
     )
     n_chain, n_draw = prepared.draws.shape[:2]
     points = path_points(n_draw, n_points)
@@ -343,5 +366,6 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
     return xr.Dataset(data_vars, coords=coords, attrs=netcdf_attrs(attrs))
 
 
-ksd.__doc__ = ksd.__doc__.format(params=_COMMON_PARAMETERS)
-ksd_path.__doc__ = ksd_path.__doc__.format(params=_COMMON_PARAMETERS)
+ksd.__doc__ = ksd.__doc__.format(params=_COMMON_PARAMETERS, log_density=_JAX_LOG_DENSITY)
+ksd_path.__doc__ = ksd_path.__doc__.format(params=_COMMON_PARAMETERS,
+                                           log_density=_JAX_LOG_DENSITY)

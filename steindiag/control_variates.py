@@ -16,6 +16,8 @@ from steindiag._attrs import netcdf_attrs
 from steindiag._validate import warn_user
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs._jax import is_position_pytree
+from steindiag.inputs._numpyro import is_numpyro_mcmc
 from steindiag.inputs._labels import variable_labels
 from steindiag.methods.control_variates import (
     KERNEL_GRID,
@@ -410,7 +412,8 @@ def _held_out_score(error, values):
 def control_variates(data, model=None, *, score=None, functions=None, method="auto",
                      var_names=None, coords=None, group="posterior", sample_dims=None,
                      batched=True, space=None, n_folds=4, diagnosis=None,
-                     max_coefficients=1000, max_kernel_draws=3000, compile_mode=None):
+                     max_coefficients=1000, max_kernel_draws=3000, compile_mode=None,
+                     log_density=None):
     """Posterior means and sds with Stein control variates, next to ArviZ's plain ones.
 
     Parameters
@@ -450,8 +453,10 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         both sample dims, deterministics included, as ``az.summary``), and a selection
         of draws (``coords={"draw": slice(500, None)}``), ArviZ conventions.
     group : str, default "posterior"
-    sample_dims, batched, space, compile_mode : optional
-        As in :func:`steindiag.ksd`.
+    sample_dims, batched, space, compile_mode, log_density : optional
+        As in :func:`steindiag.ksd` (``data`` and ``model`` may be a numpyro ``MCMC``,
+        ``data`` a JAX pytree of positions with a JAX ``log_density``: rows are then the
+        MCMC's constrained sites, deterministic ones included, or the positions' leaves).
     n_folds : int, default 4
         Cross-fitting folds: with several chains, chain c is in fold c mod K (whole
         chains held out); with one chain, K contiguous blocks of draws.
@@ -546,11 +551,16 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     functions, verdict = _control_variates_iv(method, functions, n_folds, diagnosis,
                                               max_kernel_draws, max_coefficients)
     data = as_trace(data, model)
+    # var_names picks the rows of a trace (and of a numpyro MCMC's), not the parameters.
+    rows_by_name = is_labelled(data) or is_numpyro_mcmc(data) or is_position_pytree(data)
     pending = read_input(
         data, model, score=score, batched=batched, group=group,
-        var_names=None if is_labelled(data) else var_names, coords=coords,
+        var_names=None if rows_by_name else var_names, coords=coords,
         sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
+    data, model, score, log_density, sample_dims = pending.resolve(
+        data, model, score, log_density, sample_dims)
     prepared = pending.with_scores()
     n_chain, n_draw, d = prepared.draws.shape
     if n_draw < 4:

@@ -28,7 +28,7 @@ from steindiag.stats.bootstrap import (
     thinning_lag,
 )
 from steindiag._attrs import netcdf_attrs
-from steindiag._ksd import _COMMON_PARAMETERS, kernel_attrs
+from steindiag._ksd import _COMMON_PARAMETERS, _JAX_LOG_DENSITY, kernel_attrs
 from steindiag.engine.forms import quadratic_forms
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
@@ -112,7 +112,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
              pooled=True, damped=False, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             client=None, estimator="exact", n_landmarks=None, compile_mode=None):
+             client=None, estimator="exact", n_landmarks=None, compile_mode=None,
+             log_density=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
 
     Null hypothesis: the draws are distributed as p (the density whose score is given).
@@ -137,6 +138,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
     n_bootstrap : int, default 1000
         Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B).
+{log_density}
     rng : int, numpy.random.Generator or None
         Source of the bootstrap weights and of the Nyström landmarks
         (``numpy.random.default_rng(rng)``).
@@ -280,7 +282,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
+    data, _, _, _, sample_dims = pending.resolve(data, model, score, log_density, sample_dims)
     has_chain_dim = has_chain_dimension(data, sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
@@ -443,4 +447,4 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     return xr.Dataset(data_vars, coords={"chain": chain}, attrs=netcdf_attrs(attrs))
 
 
-ksd_test.__doc__ = ksd_test.__doc__.format(params=_PARAMETERS)
+ksd_test.__doc__ = ksd_test.__doc__.format(params=_PARAMETERS, log_density=_JAX_LOG_DENSITY)

@@ -101,6 +101,14 @@ def _thin_iv(n_points, regularized, strength, log_density, return_info, score, m
                 "log_density must be a callable or an array of log p at each draw; got "
                 f"{type(log_density).__name__}."
             ) from None
+
+
+def _regularized_sources_iv(regularized, log_density, score, model):
+    """Regularised thinning evaluates log p and the score: their sources, once resolved.
+
+    Called after the input layer has resolved them (a numpyro MCMC or a JAX log density
+    gives both as callables), before any score is evaluated.
+    """
     if regularized:
         if log_density is None and model is None:
             raise ValueError(
@@ -208,9 +216,11 @@ _THIN_PARAMETERS = """\
     log_density : callable or array_like, optional
         log p (up to a constant) at each draw for ``regularized=True``: a callable on
         the flat parameter vector ((n, d) -> (n,) if ``batched``), or an array of shape
-        (chain, draw). Default: from ``model`` (``model.logp(jacobian=True)``). A
-        callable is also what the missing-mass search evaluates (see ``missing_mass``),
-        with or without ``regularized``.
+        (chain, draw). Default: from ``model`` (``model.logp(jacobian=True)``, or a
+        numpyro ``MCMC``'s potential energy). A callable is also what the missing-mass
+        search evaluates (see ``missing_mass``), with or without ``regularized``. With no
+        ``score``: a JAX-traceable log p of one position (the flat (d,) vector, or a
+        pytree like the positions), whose ``jax.grad`` is the score.
     strength : float, optional
         lambda >= 0 of the entropic term -lambda t log p(x_i); default 1 / n_points
         (Benard et al. 2023). Larger values pull the selection to high-density regions.
@@ -326,9 +336,14 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
     data, model, score, log_density, batched = as_plain_sources(
         pending, data, model, score, log_density, batched)
+    # A numpyro MCMC or a JAX log density: its trace, score and log p from here on.
+    data, model, score, log_density, sample_dims = pending.resolve(
+        data, model, score, log_density, sample_dims)
+    _regularized_sources_iv(regularized, log_density, score, model)
     n_chain, n_draw, d = pending.draws.shape
     n_total = n_chain * n_draw
     if n_points > n_total:

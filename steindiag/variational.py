@@ -23,6 +23,7 @@ from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.engine.progress import make_progress
 from steindiag.inputs import as_trace, is_labelled, read_input, score_function
 from steindiag.inputs._ecosystems import as_plain_sources, is_ecosystem_input
+from steindiag.inputs._jax import is_jax_input
 from steindiag.inputs._labels import provenance
 from steindiag.methods.variational import (
     ADAGRAD_ALPHA, ADAGRAD_FUDGE, step_sizes, svgd_loop, threads_for,
@@ -461,6 +462,11 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     """
     _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
              progress, step_decay, keep)
+    if is_jax_input(data, model, score, None, is_labelled(data)):
+        raise TypeError(
+            "stein_variational does not read a numpyro MCMC or positions given as a JAX "
+            "pytree: pass the unconstrained draws as a (chain, draw, d) array with score= "
+            "(e.g. jax.jit(jax.vmap(jax.grad(log_density))) wrapped in np.asarray).")
     if score is None and model is None and not is_ecosystem_input(data):
         raise TypeError(
             "SVGD evaluates the score at every step: pass score= (a callable) or a PyMC "

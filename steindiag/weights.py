@@ -24,6 +24,7 @@ from steindiag._corrections import (
 from steindiag._validate import check_method, check_rng
 from steindiag.inputs import as_trace, is_labelled, read_input
 from steindiag.inputs._ecosystems import as_plain_sources
+from steindiag.inputs._numpyro import as_numpyro_trace
 from steindiag.kernels import make_kernel
 from steindiag.methods.weights import (
     METHODS,
@@ -269,9 +270,13 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
+        log_density=log_density,
     )
     data, model, score, log_density, batched = as_plain_sources(
         pending, data, model, score, log_density, batched)
+    # A numpyro MCMC or a JAX log density: its trace, score and log p from here on.
+    data, model, score, log_density, sample_dims = pending.resolve(
+        data, model, score, log_density, sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
@@ -347,7 +352,10 @@ _CHECKS_PARAMETERS = """\
     log_density : callable, optional
         log p up to a constant on the flat parameter vector, (n, d) -> (n,) (or (d,) ->
         scalar if ``batched=False``), in the space of the scores; used only by the
-        missing-mass search. Default: from ``model`` when one is given.
+        missing-mass search. Default: from ``model`` (a PyMC model or a numpyro
+        ``MCMC``) when one is given. With no ``score``: a JAX-traceable log p of one
+        position (the flat (d,) vector, or a pytree like the positions), whose
+        ``jax.grad`` is the score.
     missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
         Whether to look for mass the chains never visited (a mode, a region behind
         divergences). ``"auto"``: search when log p can be evaluated at new points
@@ -583,10 +591,11 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
 
     Parameters
     ----------
-    data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+    data : array_like, xarray.DataTree, arviz.InferenceData, xarray.Dataset or numpyro MCMC
         The trace: its ``group`` is summarised in its own (constrained) space, every
-        variable with both sample dims (deterministics included). An array of shape
-        (chain, draw, d) or (draw, d) is summarised column by column (``x[k]``).
+        variable with both sample dims (deterministics included); a run numpyro ``MCMC``
+        is read as that trace of its samples. An array of shape (chain, draw, d) or
+        (draw, d) is summarised column by column (``x[k]``).
     weights : xarray.DataArray or array_like
         Non-negative weights of the draws with dims / shape (chain, draw), e.g. the
         output of :func:`stein_weights`; normalised here to sum to 1 over all draws
@@ -666,7 +675,7 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
 
     probabilities = None if quantiles is None else _summary_iv(quantiles)
     ci_prob, ci_kind, interval_names = _interval_defaults(ci_prob, ci_kind)
-    data = as_trace(data)
+    data = as_numpyro_trace(as_trace(data))   # a numpyro MCMC: its constrained draws
     array_dims = sample_dims
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if is_labelled(data) and len(sample_dims) != 2:

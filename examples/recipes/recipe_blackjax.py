@@ -1,7 +1,10 @@
 """KSD of blackjax NUTS draws: a log density written in the unconstrained space.
 
-The user guide's blackjax recipe (tests/test_ecosystems.py runs it and checks the score
-against finite differences of log p). Needs: pip install blackjax (brings jax).
+The user guide's blackjax recipe: the positions and the log density, nothing else
+(steindiag derives the score with jax.grad). The glue below the recipe is what happens
+under the hood, kept so that tests/test_ecosystems.py checks its score against finite
+differences of log p and this script checks the one call against it.
+Needs: pip install blackjax (brings jax).
 """
 
 import jax
@@ -50,6 +53,10 @@ positions = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *chains)
 # -- recipe: start
 # positions: pytree of the sampler's states, leaves of shape (chain, draw, ...), in the
 # space the log density is written in (here the unconstrained one, Jacobian included).
+res = steindiag.ksd(positions, log_density=logdensity)
+# -- recipe: end
+
+# -- under the hood: start
 first = jax.tree_util.tree_map(lambda leaf: leaf[0, 0], positions)
 _, unravel = ravel_pytree(first)
 draws = np.asarray(jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(positions))  # (chain, draw, d)
@@ -66,8 +73,9 @@ def score(z):
     return np.asarray(batched_grad(z))
 
 
-res = steindiag.ksd(draws, score=score)
-# -- recipe: end
+by_hand = steindiag.ksd(draws, score=score)
+# -- under the hood: end
 batched = True
+np.testing.assert_allclose(res["ksd"], by_hand["ksd"], rtol=1e-12)
 print(res[["ksd", "ksd_iid"]].to_dataframe().assign(ratio=lambda t: t.ksd / t.ksd_iid))
 print(f"pooled KSD / floor: {float(res.ksd_pooled / res.ksd_iid_pooled):.2f}")

@@ -1,7 +1,10 @@
-"""KSD of numpyro NUTS draws, in numpyro's unconstrained space.
+"""KSD of numpyro NUTS draws, in numpyro's unconstrained space: one call on the MCMC.
 
-The user guide's numpyro recipe (tests/test_ecosystems.py runs it and checks the score
-against finite differences of log p). Needs: pip install numpyro (brings jax).
+The user guide's numpyro recipe. steindiag reads the run MCMC itself (latent sites,
+numpyro's transforms, scores from its potential energy, divergences); the glue below the
+recipe is what happens under the hood, kept so that tests/test_ecosystems.py checks its
+score against finite differences of log p and this script checks the one call against it.
+Needs: pip install numpyro (brings jax).
 """
 
 import jax
@@ -33,6 +36,10 @@ mcmc = MCMC(NUTS(model), num_warmup=500, num_samples=1000, num_chains=4,
 mcmc.run(jax.random.PRNGKey(0), *model_args)
 
 # -- recipe: start
+res = steindiag.ksd(mcmc)             # every function takes the MCMC: diagnose(mcmc), ...
+# -- recipe: end
+
+# -- under the hood: start
 samples = mcmc.get_samples(group_by_chain=True)     # constrained values, (chain, draw, ...)
 # Keep the latent sample sites only: deterministic sites are functions of them, not
 # parameters (in the flat vector they would get a score of 0 and inflate KSD).
@@ -63,9 +70,10 @@ def score(z):
     return np.asarray(batched_grad(z))
 
 
-res = steindiag.ksd(draws, score=score)
-# -- recipe: end
+by_hand = steindiag.ksd(draws, score=score)
+# -- under the hood: end
 batched = True
+np.testing.assert_allclose(res["ksd"], by_hand["ksd"], rtol=1e-12)
 print("parameters (ravel_pytree order, sorted by site name):", sorted(latent))
 print(res[["ksd", "ksd_iid"]].to_dataframe().assign(ratio=lambda t: t.ksd / t.ksd_iid))
 print(f"pooled KSD / floor: {float(res.ksd_pooled / res.ksd_iid_pooled):.2f}")

@@ -163,6 +163,10 @@ class PendingInput:
     log_density: object = None
     score_function: object = None
     sampler_warnings: object = None
+    # Set when the input layer derived the score itself (a numpyro MCMC, a JAX log
+    # density: ``_jax``): its flat-vector functions and the labelled container of the draws.
+    target: object = None
+    container: object = None
 
     @property
     def n_draws(self):
@@ -176,6 +180,41 @@ class PendingInput:
         warn_zero_score_columns(prepared)
         return prepared
 
+    def derived(self, *, target, container, source, attrs):
+        """This input with the score source the input layer derived (``_jax``, ``_numpyro``).
+
+        ``target``: an object whose ``score`` ((n, d) -> (n, d)) and ``log_density``
+        ((n, d) -> (n,)) evaluate at new points (None when no score is needed);
+        ``container``: the labelled trace (or array) later steps read as ``data``.
+        """
+        complete = self._complete
+
+        def with_source():
+            prepared = complete()
+            prepared.attrs = {**prepared.attrs, **attrs, "score_source": source}
+            return prepared
+
+        self.attrs = {**self.attrs, **attrs}
+        self._complete, self.target, self.container = with_source, target, container
+        return self
+
+    def resolve(self, data, model, score, log_density, sample_dims):
+        """(data, model, score, log_density, sample_dims) for the caller's later steps.
+
+        Unchanged, unless the input layer derived the score source: then the labelled
+        container of the draws (with sample dims ``("chain", "draw")``), no model, and
+        the derived score and log p as functions of flat (n, d) batches (or one (d,)
+        vector), so that every later step (the missing-mass search, the Laplacian of
+        regularised thinning, SVGD) evaluates the same functions.
+        """
+        if self.container is None:
+            return data, model, score, log_density, sample_dims
+        score = log_density = None
+        if self.target is not None:
+            score, log_density = self.target.score, self.target.log_density
+        dims = ("chain", "draw") if is_labelled(self.container) else sample_dims
+        return self.container, None, score, log_density, dims
+
     def draws_only(self):
         """A ``SteinInput`` whose scores are zeros, for callers that never read them (MMD)."""
         return SteinInput(draws=self.draws, scores=np.zeros_like(self.draws), chain=self.chain,
@@ -185,18 +224,30 @@ class PendingInput:
 
 def read_input(data, model=None, *, score=None, batched=True, group="posterior",
                var_names=None, coords=None, sample_dims=None, space=None, need_score=True,
-               compile_mode=None):
+               compile_mode=None, log_density=None):
     """Validate every input argument and read the draws; no score is evaluated.
 
     Parameters are those of :func:`steindiag.ksd` (``compile_mode``: the PyTensor mode
     of a model's graphs, checked by :func:`check_compile_mode`). ``need_score=False``: the caller
-    uses the draws only (``mmd``), so no score source is required.
+    uses the draws only (``mmd``), so no score source is required. A numpyro ``MCMC``
+    (as ``data``, or as ``model`` with its trace), positions given as a JAX pytree, or a
+    JAX ``log_density`` with no ``score`` are read by :mod:`steindiag.inputs._jax`, which
+    derives the score by ``jax.grad`` (see ``PendingInput.resolve``).
 
     Returns
     -------
     PendingInput
         Its ``with_scores()`` evaluates the scores and returns the ``SteinInput``.
     """
+    from steindiag.inputs._jax import is_jax_input
+
+    if is_jax_input(data, model, score, log_density, is_labelled(data)):
+        from steindiag.inputs._jax import read_jax_input
+
+        return read_jax_input(
+            data, model, score=score, log_density=log_density, group=group,
+            var_names=var_names, coords=coords, sample_dims=sample_dims, space=space,
+            need_score=need_score, compile_mode=compile_mode, read_input=read_input)
     if not isinstance(batched, (bool, np.bool_)):
         raise TypeError(f"batched must be True or False; got {batched!r}.")
     from steindiag.inputs._ecosystems import read_ecosystem
