@@ -15,6 +15,8 @@ Data flow::
 numpyro and JAX are imported only here, only when an ``MCMC`` is given.
 """
 
+import warnings
+
 import numpy as np
 import xarray as xr
 
@@ -234,11 +236,17 @@ def read_numpyro(data, model, *, group, var_names, coords, sample_dims, space, n
         target = JaxTarget(_log_density(numpyro_model, args, kwargs, names, shapes),
                            _identity, int(sum(int(np.prod(s, dtype=np.int64)) for s in shapes)),
                            name="numpyro's potential_energy")
-    pending = read_input(
-        unconstrained, None, score=None if target is None else target.score, group=group,
-        var_names=names, coords=coords, sample_dims=("chain", "draw"),
-        space="unconstrained", need_score=need_score,
-    )
+    with warnings.catch_warnings():
+        # The values were mapped to the unconstrained space here, by numpyro's own
+        # transforms: a site named like a scale (sigma) whose log is positive in every
+        # draw is not a constrained value stored by mistake.
+        warnings.filterwarnings("ignore", message="the draws are said to be 'unconstrained'",
+                                category=UserWarning)
+        pending = read_input(
+            unconstrained, None, score=None if target is None else target.score,
+            group=group, var_names=names, coords=coords, sample_dims=("chain", "draw"),
+            space="unconstrained", need_score=need_score,
+        )
     transforms = [_transform_name(site) for site in sites.values()]
     attrs = {"latent_sites": names, "transforms": transforms,
              "log_density": "-potential_energy (numpyro, log-Jacobian included)",

@@ -239,15 +239,6 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
     PendingInput
         Its ``with_scores()`` evaluates the scores and returns the ``SteinInput``.
     """
-    from steindiag.inputs._jax import is_jax_input
-
-    if is_jax_input(data, model, score, log_density, is_labelled(data)):
-        from steindiag.inputs._jax import read_jax_input
-
-        return read_jax_input(
-            data, model, score=score, log_density=log_density, group=group,
-            var_names=var_names, coords=coords, sample_dims=sample_dims, space=space,
-            need_score=need_score, compile_mode=compile_mode, read_input=read_input)
     if not isinstance(batched, (bool, np.bool_)):
         raise TypeError(f"batched must be True or False; got {batched!r}.")
     from steindiag.inputs._ecosystems import read_ecosystem
@@ -258,6 +249,15 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         compile_mode=compile_mode)
     if pending is not None:   # emcee's sampler, a Stan fit with its model
         return pending
+    from steindiag.inputs._jax import is_jax_input
+
+    if is_jax_input(data, model, score, log_density, is_labelled(data)):
+        from steindiag.inputs._jax import read_jax_input
+
+        return read_jax_input(
+            data, model, score=score, log_density=log_density, group=group,
+            var_names=var_names, coords=coords, sample_dims=sample_dims, space=space,
+            need_score=need_score, compile_mode=compile_mode, read_input=read_input)
     check_space(space, model)
     check_compile_mode(compile_mode, model)
     data = as_trace(data, model)
