@@ -126,8 +126,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
 {params}
     bootstrap : {{"auto", "iid", "wild", "thinned", "multinomial"}}, default "auto"
         ``"thinned"``: for MCMC draws, calibrated at every autocorrelation time (the one
-        :func:`diagnose` uses): the statistic is the mean over the first L - floor(2
-        (tau - 1)) offsets of N_L KSD^2_V of every L-th draw (N_L = draw // L of them
+        :func:`diagnose` uses): the statistic is the mean over the first L - floor(tau
+        - 1) offsets of N_L KSD^2_V of every L-th draw (N_L = draw // L of them
         per chain), L = 1 + floor(5 (tau - 1)), and its bootstrap gives all draws of one
         block of L consecutive draws the same independent +-1 sign (see Notes). ``"wild"``: for MCMC draws;
         each bootstrap weight vector is a +-1 sign chain that flips with probability a
@@ -213,7 +213,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     independent draws, for which independent signs give the null distribution. The
     statistic averages it over the offsets, and the bootstrap keeps the offsets
     together: the draws of one block of L consecutive draws share a sign. The last
-    floor(2 (tau - 1)) offsets of each block are not read, so that draws read in
+    floor(tau - 1) offsets of each block are not read, so that draws read in
     neighbouring blocks are never close in the chain (their correlation would make the
     bootstrap underestimate the statistic's spread); ``attrs["thinning_offsets"]`` is the
     number read. Measured on stationary AR(1) chains with exact N(0, I) marginals (4

@@ -526,7 +526,7 @@ def test_thinned_statistic_matches_reference_over_the_offsets_read():
     res = steindiag.ksd_test(x, score=-x, bootstrap="thinned", preconditioner="identity",
                              n_bootstrap=9, rng=1)
     lag, read = res.attrs["thinning_lag"], res.attrs["thinning_offsets"]
-    # tau = (1 + rho) / (1 - rho) = 4: blocks of about 5 tau, the last 2 (tau - 1) left out
+    # tau = (1 + rho) / (1 - rho) = 4: blocks of about 5 tau, the last tau - 1 left out
     assert lag >= 10 and 1 <= read < lag
     n_block = n_draw // lag
     first = n_draw - n_block * lag

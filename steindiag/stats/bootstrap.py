@@ -27,10 +27,10 @@ _SIGN_RUN_PER_TAU = 12.0
 # all and MIN_POOLED_BLOCKS in every chain.
 _THIN_PER_TAU = 5.0
 MIN_THINNED_DRAWS = 20
-# Of each block of L draws, the statistic reads the first L - floor(2 (tau - 1)) offsets
+# Of each block of L draws, the statistic reads the first L - floor(tau - 1) offsets
 # (see ``thinned_offsets``): the draws left out at the end of every block keep the draws
-# read in neighbouring blocks at least 2 tau apart.
-_GAP_PER_TAU = 2.0
+# read in neighbouring blocks at least tau apart.
+_GAP_PER_TAU = 1.0
 MIN_POOLED_BLOCKS = 5
 
 
@@ -69,7 +69,7 @@ def thinning_lag(tau):
 
 def thinned_offsets(tau, lag):
     """How many of the ``lag`` offsets of each block the thinned test reads: the first
-    L - floor(2 (tau - 1)) (at least 1).
+    L - floor(tau - 1) (at least 1).
 
     All draws of a block share one bootstrap sign, and the statistic averages the
     V-statistics of every L-th draw over the offsets read. Were all L offsets read, the
@@ -78,9 +78,12 @@ def thinned_offsets(tau, lag):
     (b + 1, b' + 1): a covariance the independent signs do not reproduce, so the
     bootstrap would underestimate the statistic's spread (with a kernel of known
     features on Gaussian AR(1) chains with tau = 3, L = 11: by about 7 %; with the last
-    4 offsets left out, within 2 %; benchmarks/bench_thinned_variance.py). Leaving out
-    the last floor(2 (tau - 1)) offsets of every block keeps the draws read in
-    neighbouring blocks more than 2 (tau - 1) draws apart.
+    2 offsets left out, 3 %, and 2 % with 4; benchmarks/bench_thinned_variance.py).
+    Leaving out the last floor(tau - 1) offsets of every block keeps the draws read in
+    neighbouring blocks more than tau - 1 draws apart. Leaving out more costs power: on
+    the unadjusted Langevin case of the calibration benchmark (4 x 500 draws), 2 (tau -
+    1) offsets left out gave "does not fit" in 90 of 100 runs, tau - 1 in 99, none in
+    100.
     See the Background page, "Calibration on MCMC output".
     """
     tau = float(tau)
