@@ -389,6 +389,8 @@ def reference_check(idata, reference):
     ref = ref.loc[run.index]
     z = (run["mean"] - ref["mean"]) / np.sqrt(run["mcse_mean"] ** 2 + ref["mcse_mean"] ** 2)
     z = np.abs(z.to_numpy(dtype=float))
+    # Constants (the unit diagonal of an LKJ correlation matrix) have no MCSE: left out.
+    z = z[np.isfinite(z)]
     reference_divergences = int(reference.sample_stats["diverging"].sum())
     return {"reference_parameters": int(z.size), "reference_max_abs_z": float(np.max(z)),
             "reference_over_z": int(np.sum(z > REFERENCE_Z)),
