@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from reference import imq_stein_kernel_matrix, reference_ksd
 
 import steindiag
+import steindiag.engine.progress
 from steindiag.engine.local import _MANY_CHAINS, stein_row_sums
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
@@ -378,7 +379,7 @@ def test_chunked_pass_equals_single_pass(method, monkeypatch):
     x, s = _target_draws(np.random.default_rng(16), 3, 300, 30)
     whole = steindiag.ksd_path(x, score=s, method="fused")
     # Force many small chunks (as a long run would get): the numbers must not change.
-    monkeypatch.setattr(engine, "_CONSERVATIVE_FLOPS", 1.0)
+    monkeypatch.setattr(steindiag.engine.progress, "CONSERVATIVE_FLOPS", 1.0)
     monkeypatch.setattr(engine, "_MIN_CHUNK_ROWS", 1)
     monkeypatch.setattr(engine, "_MIN_CHUNK_TILES", 1)
     monkeypatch.setattr(engine, "_GEMM_TILE_ROWS", 24)
@@ -404,7 +405,7 @@ def test_interrupt_between_chunks_leaves_no_thread_running(monkeypatch):
     import steindiag.engine.local as engine
 
     x, s = _target_draws(np.random.default_rng(17), 2, 600, 3)
-    monkeypatch.setattr(engine, "_CONSERVATIVE_FLOPS", 1.0)
+    monkeypatch.setattr(steindiag.engine.progress, "CONSERVATIVE_FLOPS", 1.0)
     monkeypatch.setattr(engine, "_MIN_CHUNK_ROWS", 1)
 
     class Interrupting:
@@ -431,7 +432,7 @@ def test_progress_bar_reports_every_pair(monkeypatch):
     import steindiag.engine.local as engine
 
     x, s = _target_draws(np.random.default_rng(18), 2, 500, 2)
-    monkeypatch.setattr(engine, "_CONSERVATIVE_FLOPS", 1.0)
+    monkeypatch.setattr(steindiag.engine.progress, "CONSERVATIVE_FLOPS", 1.0)
     monkeypatch.setattr(engine, "_MIN_CHUNK_ROWS", 1)
     updates = []
 

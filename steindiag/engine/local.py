@@ -23,7 +23,8 @@ import numpy as np
 
 from steindiag.engine import row_sums as _kernels
 from steindiag.kernels.preconditioner import Preconditioner
-from steindiag.engine.progress import make_progress
+from steindiag.engine.progress import CONSERVATIVE_FLOPS as _CONSERVATIVE_FLOPS
+from steindiag.engine.progress import make_progress, run_in_passes
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.kernels import BaseKernel
 
@@ -37,10 +38,7 @@ _FUSED_MAX_D = 3
 _GEMM_TILE_ROWS = 256
 # Draws per chunk when mapping to kernel coordinates (bounds the temporaries).
 _CHUNK = 4096
-# The pass runs in chunks of rows of about this many seconds (at a conservative
-# 10 GFLOP/s), so that progress updates and Ctrl-C is honoured between chunks.
-_CHUNK_SECONDS = 0.25
-_CONSERVATIVE_FLOPS = 1e10
+# Each pass runs in calls of about ``engine.progress.CHUNK_SECONDS`` (``run_in_passes``).
 # Fewest units in the smallest chunk, so every thread gets balanced work in each chunk:
 # rows (draw indices) for the fused path, row tiles for the BLAS path.
 _MIN_CHUNK_ROWS = 128
@@ -57,24 +55,17 @@ _MANY_CHAINS = {"fused": 64, "gemm": 16}
 
 
 def _run_in_chunks(compute_rows, n_units, pairs_before, n_pairs_total, d, progress, min_units):
-    """Call ``compute_rows(lo, hi)`` over row ranges of about equal work.
+    """Call ``compute_rows(lo, hi)`` over row ranges of about equal work, with a bar.
 
     ``pairs_before(u)`` is the number of pairs in rows before unit u (work grows like
-    u^2 because row t has t earlier draws). The last (smallest) chunk keeps at least
-    ``min_units`` units so that every thread has balanced work in every chunk. A KeyboardInterrupt (Ctrl-C) arrives
-    between chunks: every Numba thread has finished its chunk by then, none is left
-    running, and the partial result is discarded.
+    u^2 because row t has t earlier draws). See ``engine.progress.run_in_passes``: Ctrl-C
+    is honoured between ranges, and the partial result is discarded.
     """
     expected = n_pairs_total * (8 * d + 20) / _CONSERVATIVE_FLOPS
-    n_chunks = int(min(max(1, np.ceil(expected / _CHUNK_SECONDS)),
-                       max(1, n_units // (2 * min_units))))
-    bounds = np.unique(np.round(n_units * np.sqrt(np.linspace(0, 1, n_chunks + 1))).astype(int))
     bar = make_progress(progress, n_pairs_total, expected)
+    work = np.diff(pairs_before(np.arange(n_units + 1, dtype=np.int64)))
     try:
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            compute_rows(int(lo), int(hi))
-            if bar is not None:
-                bar.update(pairs_before(hi) - pairs_before(lo))
+        run_in_passes(compute_rows, work, 8 * d + 20, min_units=min_units, bar=bar)
     finally:
         if bar is not None:
             bar.close()
@@ -223,7 +214,7 @@ def _row_sums_gemm(draws, scores, pre, kernel, progress=None, tile_rows=None):
                                      row_all, tile_begin, tile_end)
 
     def pairs_before(tile_index):
-        rows = n_chain * min(tile_index * tile, n_draw)
+        rows = n_chain * np.minimum(tile_index * tile, n_draw)
         return rows * (rows - 1) // 2
 
     with single_threaded_blas():
@@ -238,20 +229,19 @@ METHODS = {"fused": _row_sums_fused, "gemm": _row_sums_gemm}
 def _same_chain_sums(draws, scores, pre, kernel):
     """Row sums over earlier draws of the same chain only, (chain, draw).
 
-    Runs in chunks of chains of about ``_CHUNK_SECONDS`` each, so that Ctrl-C is
-    honoured between them.
+    Runs in calls over ranges of chains (``run_in_passes``), so that Ctrl-C is honoured
+    between them.
     """
     n_chain, n_draw, d = draws.shape
     draws_t, scores_t = _transposed(pre, draws, scores)
     row_same = np.empty((n_chain, n_draw))
-    expected = n_chain * n_draw * (n_draw - 1) / 2 * (8 * d + 20) / _CONSERVATIVE_FLOPS
-    n_chunks = int(min(max(1, np.ceil(expected / _CHUNK_SECONDS)),
-                       max(1, n_chain // _MIN_CHUNK_CHAINS)))
-    bounds = np.unique(np.round(np.linspace(0, n_chain, n_chunks + 1)).astype(int))
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+
+    def compute_chains(lo, hi):
         _kernels.same_chain_row_sums(draws_t, scores_t, pre.a, pre.isotropic, kernel.numba_kind,
-                                     kernel.numba_params, pre.trace_a, row_same, int(lo),
-                                     int(hi))
+                                     kernel.numba_params, pre.trace_a, row_same, lo, hi)
+
+    run_in_passes(compute_chains, np.full(n_chain, n_draw * (n_draw - 1) / 2), 8 * d + 20,
+                  min_units=_MIN_CHUNK_CHAINS // 2)
     return row_same
 
 

@@ -1,28 +1,49 @@
-"""Progress reporting for long kernel passes (no dependency: tqdm is used if installed)."""
+"""Progress and Ctrl-C for long kernel passes (no dependency: tqdm is used if installed).
 
+A compiled pass holds the interpreter until it returns, so neither a bar nor Ctrl-C can
+act inside it. Every long pass therefore runs through ``run_in_passes``: as a sequence of
+calls over ranges of its own independent units of work (rows, tiles, tasks), each about
+``CHUNK_SECONDS`` long; between two calls the bar advances and a KeyboardInterrupt is
+raised. The arithmetic of each unit does not depend on the ranges, so the results are the
+same, bit for bit, as from one call over all units.
+"""
+
+import contextlib
 import sys
 import time
 
-__all__ = ["make_progress"]
+import numpy as np
+
+__all__ = ["CHUNK_SECONDS", "check_progress", "make_progress", "progress_bar", "run_in_passes"]
 
 # Show a bar automatically only for passes expected to take longer than this (seconds).
 _AUTO_SECONDS = 5.0
+# A pass runs in calls of about this many seconds (at a conservative 10 GFLOP/s), so that
+# the bar moves and Ctrl-C is honoured between them. One call costs a few tens of
+# microseconds of thread dispatch: about 1e-4 of a 0.25 s call.
+CHUNK_SECONDS = 0.25
+CONSERVATIVE_FLOPS = 1e10
 
 
 class _TextBar:
     """A one-line progress bar on stderr, for terminals without tqdm."""
 
-    def __init__(self, total, desc):
+    def __init__(self, total, desc, unit):
         self.total = total
         self.done = 0
         self.desc = desc
+        self.unit = unit
         self.start = time.perf_counter()
 
     def update(self, amount):
         self.done += amount
-        fraction = self.done / self.total if self.total else 1.0
         elapsed = time.perf_counter() - self.start
-        bar = "#" * int(30 * fraction)
+        if self.total is None:  # an unknown total: a counter
+            sys.stderr.write(f"\r{self.desc}: {self.done} {self.unit}s {elapsed:6.1f} s")
+            sys.stderr.flush()
+            return
+        fraction = self.done / self.total if self.total else 1.0
+        bar = "#" * int(30 * min(fraction, 1.0))
         sys.stderr.write(f"\r{self.desc}: [{bar:<30}] {100 * fraction:5.1f}% {elapsed:6.1f} s")
         sys.stderr.flush()
 
@@ -37,11 +58,19 @@ def _interactive():
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
+def check_progress(progress):
+    """Raise TypeError unless ``progress`` is None, True or False (the public argument)."""
+    if progress not in (None, True, False):
+        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
+    return progress
+
+
 def make_progress(progress, total, expected_seconds, desc="Stein kernel pass", unit="pair"):
     """A bar with ``update(n)``/``close()``, or None.
 
     ``progress`` is True (always), False (never) or None (only when interactive and the
-    pass is expected to take more than a few seconds).
+    pass is expected to take more than a few seconds). ``total`` None: a counter of
+    ``unit`` (the amount of work is not known ahead).
     """
     if progress is None:
         progress = _interactive() and expected_seconds > _AUTO_SECONDS
@@ -50,5 +79,54 @@ def make_progress(progress, total, expected_seconds, desc="Stein kernel pass", u
     try:
         from tqdm.auto import tqdm
     except ImportError:
-        return _TextBar(total, desc)
+        return _TextBar(total, desc, unit)
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+
+
+@contextlib.contextmanager
+def progress_bar(progress, total, expected_seconds, desc="Stein kernel pass", unit="pair"):
+    """``make_progress`` as a context manager: yields the bar (or None), closes it at exit."""
+    bar = make_progress(progress, total, expected_seconds, desc=desc, unit=unit)
+    try:
+        yield bar
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None):
+    """Call ``compute(lo, hi)`` over consecutive ranges of units of about equal work.
+
+    Parameters
+    ----------
+    compute : callable (lo, hi) -> None
+        Does units lo .. hi - 1 of a pass (a compiled call); units must be independent
+        of how they are grouped into calls.
+    work : ndarray (n_units,)
+        The work of each unit (pairs of points, or any count), for the split and the bar.
+    flops_per_work : float
+        Flops per unit of ``work``, for the time estimate.
+    min_units : int
+        Fewest units in a call (so that every thread gets balanced work in each call).
+    bar : object with ``update(n)``, optional
+        Advanced by each call's work.
+
+    Ranges hold about ``CHUNK_SECONDS`` of work each. A KeyboardInterrupt (Ctrl-C) is
+    raised between calls: every thread has finished its part of the call by then (see
+    ``engine.threads.on_threads``) and the partial result is discarded by the caller.
+    """
+    work = np.asarray(work, dtype=np.float64)
+    n_units = work.shape[0]
+    if n_units == 0:
+        return
+    cumulative = np.concatenate([[0.0], np.cumsum(work)])
+    total = cumulative[-1]
+    expected = total * flops_per_work / CONSERVATIVE_FLOPS
+    n_chunks = int(min(max(1, np.ceil(expected / CHUNK_SECONDS)),
+                       max(1, n_units // (2 * max(1, min_units)))))
+    bounds = np.searchsorted(cumulative, np.linspace(0.0, total, n_chunks + 1)[1:-1])
+    bounds = np.unique(np.concatenate([[0], np.clip(bounds, 1, n_units - 1), [n_units]]))
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        compute(int(lo), int(hi))
+        if bar is not None:
+            bar.update(int(round(cumulative[hi] - cumulative[lo])))
