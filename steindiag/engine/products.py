@@ -24,6 +24,7 @@ how many threads they get (``threads_for``; ``methods.weights._run_frank_wolfe``
 import numba as nb
 import numpy as np
 
+from steindiag.engine.progress import run_in_passes
 from steindiag.engine.threads import on_threads
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block, stein_kernel_diagonal
 from steindiag.kernels._stein import block_stein_values, kernel_constants
@@ -81,33 +82,44 @@ def kernel_matvec(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagon
     Part p owns the row tasks p, p + n_parts, ... (task b holds row blocks b and
     n_blocks - 1 - b, which cost the same); row i gathers sum_(j<i) k_ij w_j into
     out[i] and scatters k_ij w_i into scatter[p, j]. The partition is static, so the
-    result is the same on every call with the same n_parts. Memory: O(n_parts * N).
+    result is the same on every call with the same n_parts. The tasks run in calls of
+    about ``engine.progress.CHUNK_SECONDS`` (Ctrl-C is honoured between them); each part
+    takes its tasks in increasing order whatever the calls, so the sums do not change.
+    Memory: O(n_parts * N).
     """
     n = draws_t.shape[2]
     d = draws_t.shape[1]
-    n_parts = scatter.shape[0]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    on_threads(_matvec_parts, draws_t, scores_t, a, bool(isotropic), kind, params,
-               float(trace_a), diagonal, weights, out, scatter, np.int64(n_tasks),
-               np.int64(n_blocks))
-    for part in range(n_parts):
+    scatter[:] = 0.0
+    isotropic, trace_a = bool(isotropic), float(trace_a)
+
+    def compute_tasks(lo, hi):
+        on_threads(_matvec_parts, draws_t, scores_t, a, isotropic, kind, params, trace_a,
+                   diagonal, weights, out, scatter, np.int64(lo), np.int64(hi),
+                   np.int64(n_blocks))
+
+    # Task b evaluates about _ROWS_PER_TASK * n pairs (its two row blocks).
+    run_in_passes(compute_tasks, np.full(n_tasks, _ROWS_PER_TASK * n), 8 * d + 22,
+                  min_units=4 * scatter.shape[0])
+    for part in range(scatter.shape[0]):
         out += scatter[part]
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _matvec_parts(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
-                  scatter, n_tasks, n_blocks, first, step):
+                  scatter, task_lo, task_hi, n_blocks, first, step):
     """Parts first, first + step, ... of ``kernel_matvec`` (see ``engine.threads``)."""
     for part in range(first, scatter.shape[0], step):
         _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights,
-                     out, scatter, n_tasks, n_blocks, part)
+                     out, scatter, task_lo, task_hi, n_blocks, part)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
 def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagonal, weights, out,
-                 scatter, n_tasks, n_blocks, part):
-    """Part ``part`` of ``kernel_matvec``: its rows into ``out``, its scatter into ``scatter[part]``."""
+                 scatter, task_lo, task_hi, n_blocks, part):
+    """Part ``part`` of ``kernel_matvec`` over tasks task_lo .. task_hi - 1: its rows into
+    ``out``, its scatter added to ``scatter[part]``."""
     n = draws_t.shape[2]
     d = draws_t.shape[1]
     n_parts = scatter.shape[0]
@@ -119,8 +131,9 @@ def _matvec_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, diagona
     x_i = np.empty(d)
     s_i = np.empty(d)
     acc = scatter[part]
-    acc[:] = 0.0
-    for task in range(part, n_tasks, n_parts):
+    # The part's first task at or after task_lo: tasks part, part + n_parts, ...
+    first_task = task_lo + (part - task_lo) % n_parts
+    for task in range(first_task, task_hi, n_parts):
         for half in range(2):
             block = task if half == 0 else n_blocks - 1 - task
             if half == 1 and block == task:
@@ -188,17 +201,25 @@ def kernel_columns(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
     the (N, B) output only.
     """
     n = draws_t.shape[2]
-    n_columns = out.shape[1]
+    d = draws_t.shape[1]
     n_chunks = (n + _BLOCK - 1) // _BLOCK
-    on_threads(_columns_chunks, draws_t, scores_t, a, bool(isotropic), kind, params,
-               float(trace_a), index, values, column, out, np.int64(n_chunks))
+    isotropic, trace_a = bool(isotropic), float(trace_a)
+
+    def compute_chunks(lo, hi):
+        on_threads(_columns_chunks, draws_t, scores_t, a, isotropic, kind, params, trace_a,
+                   index, values, column, out, np.int64(lo), np.int64(hi))
+
+    # Calls of about engine.progress.CHUNK_SECONDS: Ctrl-C is honoured between them.
+    run_in_passes(compute_chunks, np.full(n_chunks, index.shape[0] * _BLOCK), 8 * d + 22,
+                  min_units=8)
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
 def _columns_chunks(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values, column,
-                    out, n_chunks, first, step):
-    """Chunks first, first + step, ... of ``kernel_columns`` (see ``engine.threads``)."""
-    for chunk in range(first, n_chunks, step):
+                    out, chunk_lo, chunk_hi, first, step):
+    """Chunks chunk_lo + first, chunk_lo + first + step, ... before chunk_hi of
+    ``kernel_columns`` (see ``engine.threads``)."""
+    for chunk in range(chunk_lo + first, chunk_hi, step):
         _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index, values,
                        column, out, chunk)
 
@@ -234,10 +255,18 @@ def _columns_chunk(draws_t, scores_t, a, isotropic, kind, params, trace_a, index
 def kernel_matrix(draws_t, scores_t, a, isotropic, kind, params, trace_a, out):
     """out = K_p, the dense symmetric (N, N) matrix (8 N^2 bytes): lower triangle, mirrored."""
     n = draws_t.shape[2]
+    d = draws_t.shape[1]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    on_threads(_matrix_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
-               float(trace_a), out, np.int64(n_blocks), np.int64(n_tasks))
+    isotropic, trace_a = bool(isotropic), float(trace_a)
+
+    def compute_tasks(lo, hi):
+        on_threads(_matrix_tasks, draws_t, scores_t, a, isotropic, kind, params, trace_a, out,
+                   np.int64(n_blocks), np.int64(lo), np.int64(hi))
+
+    # Calls of about engine.progress.CHUNK_SECONDS: Ctrl-C is honoured between them.
+    run_in_passes(compute_tasks, np.full(n_tasks, _ROWS_PER_TASK * n), 8 * d + 22,
+                  min_units=8)
     on_threads(_mirror_rows, out)
 
 
@@ -250,10 +279,11 @@ def _mirror_rows(out, first, step):
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
-def _matrix_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, n_tasks,
-                  first, step):
-    """Tasks first, first + step, ... of ``kernel_matrix`` (see ``engine.threads``)."""
-    for task in range(first, n_tasks, step):
+def _matrix_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task_lo,
+                  task_hi, first, step):
+    """Tasks task_lo + first, task_lo + first + step, ... before task_hi of ``kernel_matrix``
+    (see ``engine.threads``)."""
+    for task in range(task_lo + first, task_hi, step):
         _matrix_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, out, n_blocks, task)
 
 
@@ -487,7 +517,7 @@ def _fw_row_s(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, g
 
 
 def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,
-                    step_penalty, n_points, selected):
+                    step_penalty, n_points, selected, bar=None):
     """Greedy Stein thinning: selected[t] = argmin_i objective_t(i), t = 0 .. n_points - 1.
 
     Parameters
@@ -501,11 +531,21 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, obje
     After selecting pi_t the objective gains 2 k_p(x_pi_t, x_i) + step_penalty_i, so at
     step t it is k_p(x_i, x_i) + 2 sum_(j<t) k_p(x_pi_j, x_i) (+ regularisation), the
     rule of Riabiz et al. (2022). Ties go to the smallest index (as numpy.argmin).
-    One kernel row per step: O(N n_points) pairs, O(N) memory.
+    One kernel row per step: O(N n_points) pairs, O(N) memory. The steps run in calls of
+    about ``engine.progress.CHUNK_SECONDS`` (Ctrl-C is honoured between them; ``bar``, if
+    given, advances by the steps done); each call leaves the objective updated for its
+    last selection, so the next call's first argmin is the step the loop would take.
     """
     run = _greedy_serial if nb.get_num_threads() == 1 else _greedy_parallel
-    run(draws_t, scores_t, a, bool(isotropic), kind, params, float(trace_a), objective,
-        step_penalty, np.int64(n_points), selected)
+    n = draws_t.shape[2]
+    isotropic, trace_a = bool(isotropic), float(trace_a)
+
+    def compute_steps(lo, hi):
+        run(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
+            selected[lo:hi], hi < n_points)
+
+    run_in_passes(compute_steps, np.full(int(n_points), n), 8 * draws_t.shape[1] + 22,
+                  bar=bar)
 
 
 def _make_greedy(parallel):
@@ -514,7 +554,9 @@ def _make_greedy(parallel):
 
     @nb.njit(cache=True, parallel=parallel, fastmath=_FAST_SUM, error_model="numpy")
     def greedy(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective, step_penalty,
-               n_points, selected):
+               selected, update_last):
+        # selected[t] for t < len(selected); the objective is updated after every step but
+        # the last, and after the last too if update_last (a later call goes on from it).
         # Reading ``parallel`` makes it a closure variable, whose value is part of Numba's
         # cache key: the serial and parallel versions keep separate cache entries.
         assert parallel in (False, True)
@@ -531,9 +573,10 @@ def _make_greedy(parallel):
             if objective[j] < best:
                 best = objective[j]
                 arg = j
+        n_points = selected.shape[0]
         for t in range(n_points):
             selected[t] = arg
-            if t == n_points - 1:
+            if t == n_points - 1 and not update_last:
                 break
             for part in nb.prange(n_parts):
                 _greedy_part(draws_t, scores_t, a, isotropic, kind, params, trace_a, objective,

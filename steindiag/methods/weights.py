@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from steindiag.engine import products as _stein_products
-from steindiag.engine.progress import make_progress
+from steindiag.engine.progress import CHUNK_SECONDS, CONSERVATIVE_FLOPS, make_progress
 from steindiag.methods.active_set import (
     lawson_hanson,
     matrix_free_kernel,
@@ -58,11 +58,12 @@ _IID_TOL = 0.05
 _FLOOR_EPS = 64.0
 # Frank-Wolfe thread choice (see _run_frank_wolfe): only from this many points, each
 # trial segment about this many kernel evaluations (a few ms), each working segment
-# about this many (about 0.5 s), and a new trial after this many segments.
+# about engine.progress.CHUNK_SECONDS of work (so that Ctrl-C is honoured within about a
+# second; at d = 10 that is 2.5e7 pairs, 0.1-0.5 s), and a new trial after this many
+# segments (as before, when segments were 4 times longer: a trial every ~2 s).
 _FW_PARALLEL_TRIAL_MIN_N = 8000
 _FW_TRIAL_PAIRS = 4e6
-_FW_SEGMENT_PAIRS = 1e8
-_FW_RETRIAL_SEGMENTS = 8
+_FW_RETRIAL_SEGMENTS = 32
 # Exact K_p @ w refreshes of the running gradient before giving up on rounding drift.
 _FW_MAX_REFRESH = 3
 _PIQP_EPS = 1e-10
@@ -453,13 +454,16 @@ def _run_frank_wolfe(points, weights, gradient, tol, floor, budget, bar=None):
     vs 0.26 ms). So both are timed on short trial segments, the faster runs the next
     segments, and the trial is repeated every few segments as the load changes.
     Returns the number of iterations done (fewer than ``budget`` once converged).
-    Between segments (about 0.5 s) ``bar`` advances and Ctrl-C is honoured.
+    Between segments (about ``engine.progress.CHUNK_SECONDS`` of work) ``bar`` advances
+    and Ctrl-C is honoured.
     """
     threads = numba.get_num_threads()
     modes = (1,) if threads == 1 or points.n < _FW_PARALLEL_TRIAL_MIN_N else (threads, 1)
     pairs_per_iteration = 2 * points.n
     trial = max(20, int(_FW_TRIAL_PAIRS // pairs_per_iteration))
-    segment = max(trial, int(_FW_SEGMENT_PAIRS // pairs_per_iteration))
+    d = points.draws_t.shape[1]
+    segment_pairs = CHUNK_SECONDS * CONSERVATIVE_FLOPS / (8 * d + 20)
+    segment = max(trial, int(segment_pairs // pairs_per_iteration))
     seconds_per_iteration = {}
     done = 0
     segments_since_trial = _FW_RETRIAL_SEGMENTS
