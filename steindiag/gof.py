@@ -29,7 +29,8 @@ from steindiag.stats.bootstrap import (
 )
 from steindiag._attrs import netcdf_attrs
 from steindiag._ksd import _COMMON_PARAMETERS, _JAX_LOG_DENSITY, kernel_attrs
-from steindiag.engine.forms import quadratic_forms
+from steindiag.engine.forms import forms_pairs, quadratic_forms
+from steindiag.engine.progress import CONSERVATIVE_FLOPS, check_progress, make_progress
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
 from steindiag.inputs import as_trace, read_input
@@ -73,7 +74,7 @@ def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped=False, estimator="e
 
 
 def _thinned_forms(prepared, pre, kernel, lag, n_offsets, n_block, rng, n_bootstrap,
-                   pooled, backend, window=None):
+                   pooled, backend, window=None, bar=None):
     """Quadratic forms of the thinned test: mean over the first ``n_offsets`` offsets o of
     each block of ``lag`` draws of the forms of the draws o, o + lag, o + 2 lag, ...
     (``n_block`` of each chain; the earliest n_draw - n_block * lag draws are left out),
@@ -83,7 +84,8 @@ def _thinned_forms(prepared, pre, kernel, lag, n_offsets, n_block, rng, n_bootst
 
     ``window``: (m, grad log m) at the draws (``stats.damping.damping_window``); then the
     forms of the damped Stein kernel too, with the same signs (weights times m, scores
-    plus grad log m). Returns ((per_chain, pooled), damped or None).
+    plus grad log m). ``bar``: advanced by every pass. Returns ((per_chain, pooled), damped
+    or None).
     """
     n_chain, n_draw, _ = prepared.draws.shape
     weights = bootstrap_weights("iid", rng, n_chain, n_block, n_bootstrap,
@@ -100,7 +102,8 @@ def _thinned_forms(prepared, pre, kernel, lag, n_offsets, n_block, rng, n_bootst
                            weights * m[:, index].reshape(-1, 1)))
         for k, (scores, w) in enumerate(passes):
             chain_forms, all_forms = quadratic_forms(
-                draws, np.ascontiguousarray(scores), pre, kernel, w, pooled, backend=backend)
+                draws, np.ascontiguousarray(scores), pre, kernel, w, pooled, backend=backend,
+                bar=bar)
             sums[k][0] = sums[k][0] + chain_forms
             sums[k][1] = sums[k][1] + (all_forms if pooled else 0.0)
     results = [(per / n_offsets, (all_ / n_offsets if pooled else None))
@@ -113,7 +116,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
              preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
              client=None, estimator="exact", n_landmarks=None, compile_mode=None,
-             log_density=None):
+             log_density=None, progress=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
 
     Null hypothesis: the draws are distributed as p (the density whose score is given).
@@ -152,6 +155,11 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         and q the median of ``|z|^2``, so that a few draws with huge scores (a funnel's
         neck, a prior's tail) do not make up the whole statistic (see Notes). Twice the
         cost.
+    progress : bool or None, default None
+        Progress bar of the bootstrap pass on stderr (tqdm if installed). None: only
+        when interactive and the pass is expected to take more than a few seconds.
+        Ctrl-C stops the pass between chunks of about 0.25 s; no thread is left running.
+        Not shown for work on a dask ``client`` (the cluster's dashboard shows it).
 
     Returns
     -------
@@ -274,6 +282,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     """
     n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped,
                                             estimator)
+    check_progress(progress)
     rng = check_estimator(estimator, n_landmarks, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
@@ -357,18 +366,30 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     if estimator == "nystrom":
         (per_chain, pooled_forms), estimator_attrs = nystrom_forms(
             prepared, pre, kernel, n_landmarks, rng, bootstrap, n_bootstrap, flip, backend)
-    elif bootstrap == "thinned" or (bootstrap == "iid" and damped):
-        # (independent signs are the thinned test with lag 1)
-        window = damping_window(prepared.draws) if damped else None
-        (per_chain, pooled_forms), damped_forms = _thinned_forms(
-            prepared, pre, kernel, lag, n_offsets, n_used, rng, n_bootstrap, pooled, backend,
-            window)
-        estimator_attrs = {"estimator": "exact"}
     else:
-        weights = bootstrap_weights(bootstrap, rng, n_chain, n_used, n_bootstrap, flip)
-        per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
-                                                  weights, pooled, backend=backend)
-        del weights
+        thinned = bootstrap == "thinned" or (bootstrap == "iid" and damped)
+        # One bar over every pass of the forms: (damped: two) passes per offset.
+        n_passes = n_offsets * (2 if damped else 1) if thinned else 1
+        pairs = n_passes * forms_pairs(n_chain, n_used, pooled)
+        bar = make_progress(progress if backend is None else False, pairs,
+                            pairs * (8 * d + 20 + 2 * (1 + n_bootstrap)) / CONSERVATIVE_FLOPS,
+                            desc="ksd_test (bootstrap pass)")
+        try:
+            if thinned:
+                # (independent signs are the thinned test with lag 1)
+                window = damping_window(prepared.draws) if damped else None
+                (per_chain, pooled_forms), damped_forms = _thinned_forms(
+                    prepared, pre, kernel, lag, n_offsets, n_used, rng, n_bootstrap, pooled,
+                    backend, window, bar)
+            else:
+                weights = bootstrap_weights(bootstrap, rng, n_chain, n_used, n_bootstrap, flip)
+                per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre,
+                                                          kernel, weights, pooled,
+                                                          backend=backend, bar=bar)
+                del weights
+        finally:
+            if bar is not None:
+                bar.close()
         estimator_attrs = {"estimator": "exact"}
     per_chain /= n_used
     chain = xr.Variable(("chain",), prepared.chain)

@@ -11,10 +11,15 @@ quadratic forms can run as tasks on a dask cluster. K_p is never stored.
 
 import numpy as np
 
-from steindiag.engine.multi_products import QUADRATIC_TILE_ROWS, stein_matmat, stein_quadratic_forms
+from steindiag.engine.multi_products import (
+    QUADRATIC_TILE_ROWS,
+    quadratic_pairs,
+    stein_matmat,
+    stein_quadratic_forms,
+)
 from steindiag.engine.threads import single_threaded_blas
 
-__all__ = ["quadratic_forms", "row_tiles", "stein_matrix_product"]
+__all__ = ["forms_pairs", "quadratic_forms", "row_tiles", "stein_matrix_product"]
 
 
 def row_tiles(n_chain, n_draw):
@@ -27,7 +32,14 @@ def row_tiles(n_chain, n_draw):
     return starts, stops, chain_start
 
 
-def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, backend=None):
+def forms_pairs(n_chain, n_draw, pooled):
+    """Pairs of points ``quadratic_forms`` evaluates (for a progress bar's total)."""
+    starts, stops, chain_start = row_tiles(n_chain, n_draw)
+    return int(quadratic_pairs(starts, stops, chain_start, pooled).sum())
+
+
+def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, backend=None,
+                    bar=None):
     """w_b^T K_p w_b for every column of W, per chain and (optionally) pooled.
 
     Parameters
@@ -38,6 +50,8 @@ def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, back
     weights : ndarray (chain * draw, B), C-contiguous, rows in chain-major order
     pooled : bool, also the forms on all chains together (cross-chain pairs included)
     backend : None (this process) or a cluster backend (``steindiag.engine``)
+    bar : object with ``update(n)``, optional
+        Advanced by the pairs of points evaluated (this process only).
 
     Returns
     -------
@@ -46,7 +60,8 @@ def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, back
     pooled : ndarray (B,) or None
 
     O(N^2 (d + B)) time for N = chain * draw if pooled (chain * draw^2 (d + B) if not),
-    O(N B) memory (W); K_p and K_p W are never stored.
+    O(N B) memory (W); K_p and K_p W are never stored. Ctrl-C is honoured within about
+    ``engine.progress.CHUNK_SECONDS`` of work (this process).
     """
     n_chain, n_draw, d = draws.shape
     draws_k, scores_k = preconditioner.to_kernel_coordinates(
@@ -65,7 +80,7 @@ def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, back
                                   preconditioner.isotropic, kernel.numba_kind,
                                   kernel.numba_params,
                                   preconditioner.trace_a, weights, starts, stops, chain_start,
-                                  pooled, out)
+                                  pooled, out, bar=bar)
     tile_chain = starts // n_draw
     per_chain = np.zeros((n_chain, weights.shape[1]))
     np.add.at(per_chain, tile_chain, out[:, 0])

@@ -25,6 +25,7 @@ innermost loops running over points with unit stride).
 import numba as nb
 import numpy as np
 
+from steindiag.engine.progress import CHUNK_SECONDS, CONSERVATIVE_FLOPS, run_in_passes
 from steindiag.engine.threads import on_threads
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block
 from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
@@ -80,7 +81,7 @@ def _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
 
 
 def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
-                          tile_start, tile_stop, tile_chain_start, cross, out):
+                          tile_start, tile_stop, tile_chain_start, cross, out, bar=None):
     """out[t, 0, b] and out[t, 1, b]: row tile t's share of w_b^T K_p w_b, same chain and cross.
 
     Parameters
@@ -96,6 +97,8 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a
     cross : bool
         Also compute the cross-chain terms (for the pooled forms).
     out : float64 (n_tiles, 2, B), overwritten.
+    bar : object with ``update(n)``, optional
+        Advanced by the pairs of points evaluated (``engine.progress.run_in_passes``).
 
     With T the rows of tile t and C its chain,
 
@@ -105,31 +108,68 @@ def stein_quadratic_forms(draws_t, scores_t, a, isotropic, kind, params, trace_a
     so the sum of ``out[:, 0]`` over the tiles of a chain is w^T K_p w on that chain
     alone, and the sum of both over all tiles is w^T K_p w on all points pooled (each
     unordered pair of points is evaluated once, on the side of its later point; the
-    diagonal tiles are evaluated whole). Work is split over tasks pairing tile k with
-    tile n_tiles - 1 - k, which cost about the same.
+    diagonal tiles are evaluated whole).
+
+    Each tile's columns are cut into pieces of a fixed width (``quadratic_pieces``: about
+    ``engine.progress.CHUNK_SECONDS`` of work each, from d and B alone), each piece a unit
+    of work with its own share of ``out``, summed over the pieces at the end. The units
+    run in calls of a few (``run_in_passes``), so Ctrl-C is honoured within about a
+    piece's work whatever N; the numbers do not depend on the calls (nor on where the
+    units run: the dask backend computes the same pieces). Memory: O(units * B) for the
+    shares, a fraction of W's N B.
     """
     n_tiles = tile_start.shape[0]
-    n_tasks = (n_tiles + 1) // 2
-    rows = np.int64(np.max(tile_stop - tile_start)) if n_tiles else np.int64(0)
-    on_threads(_quadratic_tasks, draws_t, scores_t, a, bool(isotropic), kind, params,
-               float(trace_a), weights, tile_start, tile_stop, tile_chain_start, bool(cross),
-               out, rows, np.int64(n_tasks))
+    if n_tiles == 0:
+        return
+    rows = np.int64(np.max(tile_stop - tile_start))
+    isotropic, trace_a, cross = bool(isotropic), float(trace_a), bool(cross)
+    flops_per_pair = 8 * draws_t.shape[1] + 20 + 2 * weights.shape[1]
+    unit_tile, unit_lo, unit_hi = quadratic_pieces(tile_start, tile_stop, tile_chain_start,
+                                                   cross, flops_per_pair)
+    shares = np.empty((unit_tile.shape[0], 2, weights.shape[1]))
+
+    def compute_units(lo, hi):
+        on_threads(_quadratic_units, draws_t, scores_t, a, isotropic, kind, params, trace_a,
+                   weights, tile_start, tile_stop, tile_chain_start, unit_tile, unit_lo,
+                   unit_hi, shares, rows, np.int64(lo), np.int64(hi))
+
+    work = (tile_stop - tile_start)[unit_tile] * (unit_hi - unit_lo)
+    run_in_passes(compute_units, work, flops_per_pair, min_units=2, bar=bar)
+    # Units are in tile order: the first unit of each tile starts its sum.
+    first_unit = np.flatnonzero(np.r_[True, unit_tile[1:] != unit_tile[:-1]])
+    out[:] = np.add.reduceat(shares, first_unit, axis=0)
+
+
+def quadratic_pairs(tile_start, tile_stop, tile_chain_start, cross):
+    """Pairs of points ``stein_quadratic_forms`` evaluates for each tile, (n_tiles,)."""
+    first_column = np.zeros_like(tile_chain_start) if cross else tile_chain_start
+    return (tile_stop - tile_start) * (tile_stop - first_column)
+
+
+def quadratic_pieces(tile_start, tile_stop, tile_chain_start, cross, flops_per_pair):
+    """The units of ``stein_quadratic_forms``: (tile, first column, stop column), each int64.
+
+    Tile t's columns run from its chain's start (0 if ``cross``) to its own end, cut into
+    pieces of a width that depends on the flops per pair alone: a multiple of
+    ``_COLUMN_CHUNK`` near ``CHUNK_SECONDS`` of work for a full tile.
+    """
+    target = CHUNK_SECONDS * CONSERVATIVE_FLOPS / (QUADRATIC_TILE_ROWS * flops_per_pair)
+    width = int(max(1, target // _COLUMN_CHUNK)) * _COLUMN_CHUNK
+    first_column = np.zeros_like(tile_chain_start) if cross else tile_chain_start
+    counts = -(-(tile_stop - first_column) // width)
+    unit_tile = np.repeat(np.arange(tile_start.shape[0], dtype=np.int64), counts)
+    piece = np.arange(unit_tile.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+    unit_lo = first_column[unit_tile] + piece * width
+    unit_hi = np.minimum(unit_lo + width, tile_stop[unit_tile])
+    return unit_tile, unit_lo.astype(np.int64), unit_hi.astype(np.int64)
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
-def _quadratic_tasks(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
-                     tile_stop, tile_chain_start, cross, out, rows, n_tasks, first, step):
-    """Tasks first, first + step, ... of ``stein_quadratic_forms`` (see ``engine.threads``)."""
-    for task in range(first, n_tasks, step):
-        _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
-                        tile_start, tile_stop, tile_chain_start, cross, out, rows, task)
-
-
-@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
-def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
-                    tile_stop, tile_chain_start, cross, out, rows, task):
-    """Row tiles ``task`` and ``n_tiles - 1 - task`` of ``stein_quadratic_forms``."""
-    n_tiles = tile_start.shape[0]
+def _quadratic_units(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
+                     tile_stop, tile_chain_start, unit_tile, unit_lo, unit_hi, shares, rows,
+                     lo, hi, first, step):
+    """Units lo + first, lo + first + step, ... before hi of ``stein_quadratic_forms``
+    (see ``engine.threads``)."""
     d = draws_t.shape[1]
     n_rhs = weights.shape[1]
     tile = np.empty(rows * _COLUMN_CHUNK)
@@ -142,36 +182,43 @@ def _quadratic_task(draws_t, scores_t, a, isotropic, kind, params, trace_a, weig
     ss = np.empty(_BLOCK)
     x_i = np.empty(d)
     s_i = np.empty(d)
-    for half in range(2):
-        t = task if half == 0 else n_tiles - 1 - task
-        if half == 1 and t == task:
-            break
-        i0 = tile_start[t]
-        ni = tile_stop[t] - i0
-        c0 = tile_chain_start[t]
-        acc_same[:ni] = 0.0
-        acc_cross[:ni] = 0.0
-        # Earlier points of the same chain (each pair counted for both orders), then
-        # the tile against itself (whole, diagonal included).
-        _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
-                     c0, i0, 2.0, tile, product, acc_same, x_i, s_i, qdist, a2dist, uads,
-                     ss)
-        _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
-                     i0, i0 + ni, 1.0, tile, product, acc_same, x_i, s_i, qdist, a2dist,
-                     uads, ss)
-        if cross:
-            # np.int64(0), not 0: a literal 0 compiles _add_product a second time.
-            _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0,
-                         ni, np.int64(0), c0, 2.0, tile, product, acc_cross, x_i, s_i, qdist,
-                         a2dist, uads, ss)
+    for unit in range(lo + first, hi, step):
+        _quadratic_unit(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights,
+                        tile_start, tile_stop, tile_chain_start, unit_tile[unit],
+                        unit_lo[unit], unit_hi[unit], shares[unit], tile, product, acc_same,
+                        acc_cross, x_i, s_i, qdist, a2dist, uads, ss)
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, inline="always", error_model="numpy")
+def _quadratic_unit(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, tile_start,
+                    tile_stop, tile_chain_start, t, col_lo, col_hi, share, tile, product,
+                    acc_same, acc_cross, x_i, s_i, qdist, a2dist, uads, ss):
+    """Tile t's share over columns col_lo .. col_hi - 1 of ``stein_quadratic_forms``."""
+    n_rhs = weights.shape[1]
+    i0 = tile_start[t]
+    ni = tile_stop[t] - i0
+    c0 = tile_chain_start[t]
+    acc_same[:ni] = 0.0
+    acc_cross[:ni] = 0.0
+    # Earlier points of the same chain (each pair counted for both orders), then the tile
+    # against itself (whole, diagonal included), then earlier chains (cross terms).
+    _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
+                 max(col_lo, c0), min(col_hi, i0), 2.0, tile, product, acc_same, x_i, s_i,
+                 qdist, a2dist, uads, ss)
+    _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
+                 max(col_lo, i0), col_hi, 1.0, tile, product, acc_same, x_i, s_i, qdist,
+                 a2dist, uads, ss)
+    _add_product(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, i0, ni,
+                 col_lo, min(col_hi, c0), 2.0, tile, product, acc_cross, x_i, s_i, qdist,
+                 a2dist, uads, ss)
+    for b in range(n_rhs):
+        share[0, b] = 0.0
+        share[1, b] = 0.0
+    for r in range(ni):
+        w_row = weights[i0 + r]
         for b in range(n_rhs):
-            out[t, 0, b] = 0.0
-            out[t, 1, b] = 0.0
-        for r in range(ni):
-            w_row = weights[i0 + r]
-            for b in range(n_rhs):
-                out[t, 0, b] += w_row[b] * acc_same[r, b]
-                out[t, 1, b] += w_row[b] * acc_cross[r, b]
+            share[0, b] += w_row[b] * acc_same[r, b]
+            share[1, b] += w_row[b] * acc_cross[r, b]
 
 
 def stein_matmat(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights, out):
@@ -240,7 +287,7 @@ def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, kind, params):
     return block_base_sum(kind, c2, beta, qdist, nj)
 
 
-def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, partial):
+def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, partial, bar=None):
     """Lower-triangle sums of the base kernel between contiguous groups ("units") of points.
 
     Parameters
@@ -250,6 +297,8 @@ def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, parti
     kind, params : the base kernel (``steindiag.kernels._stein``)
     unit_start : int64 (U + 1,), unit u holds points unit_start[u] .. unit_start[u+1] - 1
     partial : float64 (n_parts, U, U), overwritten; n_parts parallel parts
+    bar : object with ``update(n)``, optional
+        Advanced by the pairs of points evaluated (``engine.progress.run_in_passes``).
 
     After the call, L = partial.sum(axis=0) holds, for u > v, L[u, v] = sum of
     k(x_i, x_j) over i in u, j in v, and L[u, u] = sum over pairs j < i inside u; so
@@ -259,34 +308,46 @@ def base_kernel_unit_sums(draws_t, a, isotropic, kind, params, unit_start, parti
     Memory: O(n_parts * U^2).
     """
     n = draws_t.shape[2]
+    d = draws_t.shape[1]
     n_parts = partial.shape[0]
     n_blocks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
     n_tasks = (n_blocks + 1) // 2
-    on_threads(_unit_sums_parts, draws_t, a, bool(isotropic), kind, params, unit_start, partial,
-               np.int64(n_blocks), np.int64(n_tasks))
+    partial[:] = 0.0
+    isotropic = bool(isotropic)
+
+    def compute_tasks(lo, hi):
+        on_threads(_unit_sums_parts, draws_t, a, isotropic, kind, params, unit_start, partial,
+                   np.int64(n_blocks), np.int64(lo), np.int64(hi))
+
+    # Calls of about engine.progress.CHUNK_SECONDS (Ctrl-C is honoured between them); each
+    # part takes its tasks in increasing order whatever the calls, so the sums do not change.
+    # Task b evaluates about _ROWS_PER_TASK * n pairs (its two row blocks).
+    run_in_passes(compute_tasks, np.full(n_tasks, _ROWS_PER_TASK * n), 3 * d + 10,
+                  min_units=4 * n_parts, bar=bar)
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
-def _unit_sums_parts(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, n_tasks,
-                     first, step):
+def _unit_sums_parts(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, task_lo,
+                     task_hi, first, step):
     """Parts first, first + step, ... of ``base_kernel_unit_sums`` (see ``engine.threads``)."""
     for part in range(first, partial.shape[0], step):
         _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks,
-                        n_tasks, part)
+                        task_lo, task_hi, part)
 
 
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
-def _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, n_tasks,
-                    part):
-    """Part ``part`` of ``base_kernel_unit_sums``: its row tasks, summed into partial[part]."""
+def _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_blocks, task_lo,
+                    task_hi, part):
+    """Part ``part`` of ``base_kernel_unit_sums`` over tasks task_lo .. task_hi - 1: its row
+    tasks, added to partial[part]."""
     n = draws_t.shape[2]
     d = draws_t.shape[1]
     n_parts = partial.shape[0]
     qdist = np.empty(_BLOCK)
     x_i = np.empty(d)
     acc = partial[part]
-    acc[:, :] = 0.0
-    for task in range(part, n_tasks, n_parts):
+    # The part's first task at or after task_lo: tasks part, part + n_parts, ...
+    for task in range(task_lo + (part - task_lo) % n_parts, task_hi, n_parts):
         for half in range(2):
             block = task if half == 0 else n_blocks - 1 - task
             if half == 1 and block == task:
