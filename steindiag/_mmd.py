@@ -29,6 +29,7 @@ from steindiag.stats.mmd import (
     split_statistic,
 )
 from steindiag.engine.multi_products import base_kernel_unit_sums
+from steindiag.engine.progress import CONSERVATIVE_FLOPS, check_progress, progress_bar
 from steindiag.engine.permutations import within_sums
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_rng
@@ -54,7 +55,7 @@ _TESTS = ("pairs", "all")
 _RELABEL_CHUNK = 256
 
 
-def agreement_pvalue(sums, counts, unit_chain, n_permutations, rng):
+def agreement_pvalue(sums, counts, unit_chain, n_permutations, rng, bar=None):
     """p-value of the test that all chains agree: blocks relabelled among the chains.
 
     ``sums`` and ``counts`` (U, U): kernel sums and pair counts between the blocks used
@@ -63,6 +64,7 @@ def agreement_pvalue(sums, counts, unit_chain, n_permutations, rng):
     (every chain keeps its number of blocks); the statistic is
     ``stats.mmd.agreement_statistic``. Returns (observed statistic, p-value), p =
     (1 + #{relabelled >= observed}) / (1 + n_permutations). O(n_permutations U^2) time.
+    ``bar`` (optional, with ``update(n)``) advances by the relabellings done.
     """
     upper = np.triu(np.ones(sums.shape, dtype=bool), 1)
     total, total_pairs = float(sums[upper].sum()), float(counts[upper].sum())
@@ -75,6 +77,8 @@ def agreement_pvalue(sums, counts, unit_chain, n_permutations, rng):
         labels = rng.permuted(np.tile(unit_chain, (count, 1)), axis=1)
         permuted = agreement_statistic(*within_sums(sums, counts, labels), total, total_pairs)
         exceed += int(np.sum(permuted >= observed))
+        if bar is not None:
+            bar.update(count)
     return observed, (1.0 + exceed) / (1.0 + n_permutations)
 
 
@@ -168,7 +172,7 @@ def _match_parameters(prepared, prepared_other, both_labelled):
     return prepared_other.draws[:, :, [other_names.index(p) for p in names]]
 
 
-def unit_kernel_sums(points, unit_start, preconditioner, kernel):
+def unit_kernel_sums(points, unit_start, preconditioner, kernel, progress=False):
     """G[u, v] = sum of k(x_i, x_j) over i in unit u, j in unit v, i != j; (U, U) symmetric.
 
     Parameters
@@ -177,24 +181,33 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel):
     unit_start : int64 (U + 1,), unit u holds rows unit_start[u] .. unit_start[u+1] - 1
     preconditioner : Preconditioner
     kernel : steindiag.kernels.BaseKernel
+    progress : bool or None
+        A bar over the pairs (``engine.progress.make_progress``).
 
     O(N^2 d) time; O(N d + P U^2) memory for P = max(8, threads) parallel parts, each
     with its own U x U sums (8 P U^2 bytes); the N x N kernel matrix is not stored.
+    Ctrl-C is honoured between calls of about 0.25 s.
     """
     draws_k, _ = preconditioner.to_kernel_coordinates(points, np.zeros_like(points))
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
     n_units = unit_start.shape[0] - 1
     partial = np.empty((max(_PARTS, nb.get_num_threads()), n_units, n_units))
-    base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic,
-                          kernel.numba_kind, kernel.numba_params,
-                          np.ascontiguousarray(unit_start, dtype=np.int64), partial)
+    n, d = points.shape
+    pairs = n * (n - 1) // 2
+    with progress_bar(progress, pairs, pairs * (3 * d + 10) / CONSERVATIVE_FLOPS,
+                      desc="mmd (kernel sums)") as bar:
+        base_kernel_unit_sums(draws_t, preconditioner.a, preconditioner.isotropic,
+                              kernel.numba_kind, kernel.numba_params,
+                              np.ascontiguousarray(unit_start, dtype=np.int64), partial,
+                              bar=bar)
     lower = partial.sum(axis=0)
     return lower + lower.T
 
 
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
         test="pairs", kernel="imq", c=None, beta=None, preconditioner="standardize",
-        group="posterior", var_names=None, coords=None, sample_dims=None, compile_mode=None):
+        group="posterior", var_names=None, coords=None, sample_dims=None, compile_mode=None,
+        progress=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -251,6 +264,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         (of ``data`` and ``other``).
     group, var_names, coords, sample_dims : optional
         Which draws of a trace to use (ArviZ conventions), for ``data`` and ``other``.
+    progress : bool or None, default None
+        Progress bars on stderr (tqdm if installed): one for the kernel sums, one for the
+        permutations. None: only when interactive and the stage is expected to take more
+        than a few seconds. Ctrl-C stops either stage within about a second; no thread is
+        left running.
 
     Returns
     -------
@@ -335,6 +353,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     (True, True)
     """
     n_permutations, block_length, rng = _mmd_iv(n_permutations, block_length, rng, test)
+    check_progress(progress)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     data, other = as_trace(data, model), as_trace(other, model)
@@ -404,12 +423,8 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
             "autocorrelated than estimated.",
             UserWarning, stacklevel=2,
         )
-    G = unit_kernel_sums(pooled, unit_start, pre, kernel)
+    G = unit_kernel_sums(pooled, unit_start, pre, kernel, progress)
     sizes = np.diff(unit_start).astype(np.float64)
-    if test == "pairs" or other is not None:
-        # The pairwise and two-sample tests leave out pairs in the same or adjacent blocks.
-        test_sums, test_counts = far_pair_sums(G, sizes, unit_chain)
-
     attrs = {
         "kernel": kernel.label,
         "kernel_formula": (f"{kernel.label} base kernel k(x, y) = {kernel.formula}, "
@@ -431,6 +446,27 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
             "pvalue_rule": "(1 + #{permuted >= observed}) / (1 + n_permutations)",
         })
 
+    n_units = G.shape[0]
+    if other is not None or test == "all":
+        n_tests, units_per_test = 1, n_units
+    else:
+        n_tests, units_per_test = n_chain * (n_chain - 1) // 2, 2 * blocks_per_chain[0]
+    n_relabellings = n_tests * n_permutations if testable else 0
+    # About 10 U^2 flops per relabelling (two products with the U x U sums) at 1 GFLOP/s.
+    with progress_bar(progress, n_relabellings, n_relabellings * 10 * units_per_test**2 / 1e9,
+                      desc="mmd (permutations)", unit="permutation") as bar:
+        return _with_pvalues(G, sizes, unit_chain, other, test, n_chain, n_draw,
+                             blocks_per_chain, samples, n_permutations, testable, reliable,
+                             rng, attrs, prepared, bar)
+
+
+def _with_pvalues(G, sizes, unit_chain, other, test, n_chain, n_draw, blocks_per_chain, samples,
+                  n_permutations, testable, reliable, rng, attrs, prepared, bar):
+    """The labelled result of ``mmd``, with its permutation p-values (``bar``: advanced by
+    the permutations done)."""
+    if test == "pairs" or other is not None:
+        # The pairwise and two-sample tests leave out pairs in the same or adjacent blocks.
+        test_sums, test_counts = far_pair_sums(G, sizes, unit_chain)
     if other is not None:
         n_x_units = n_chain * blocks_per_chain[0]
         split = np.zeros((1, G.shape[0]), dtype=bool)
@@ -441,7 +477,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         coords = {}
         if n_permutations:
             coords["pvalue"] = ((), permutation_pvalue(test_sums, test_counts, n_x_units,
-                                                        n_permutations, rng)
+                                                        n_permutations, rng, bar)
                                 if testable else np.nan,
                                 {"long_name": "block-permutation p-value"})
             coords["pvalue_reliable"] = ((), reliable,
@@ -469,7 +505,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         np.fill_diagonal(used_sums, 0.0)
         np.fill_diagonal(used_counts, 0.0)
         statistic, pvalue = (agreement_pvalue(used_sums, used_counts, unit_chain[used],
-                                              n_permutations, rng)
+                                              n_permutations, rng, bar)
                              if testable else (np.nan, np.nan))
         coords["pvalue"] = ((), pvalue, {"long_name": "p-value of the test that all chains "
                                                       "agree (blocks relabelled among them)"})
@@ -485,7 +521,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
                 index = np.r_[i * n_blocks : (i + 1) * n_blocks, j * n_blocks : (j + 1) * n_blocks]
                 pvalue[i, j] = pvalue[j, i] = permutation_pvalue(
                     test_sums[np.ix_(index, index)], test_counts[np.ix_(index, index)],
-                    n_blocks, n_permutations, rng)
+                    n_blocks, n_permutations, rng, bar)
         coords["pvalue"] = (("chain", "chain_other"), pvalue,
                             {"long_name": "block-permutation p-value between chains"})
         coords["pvalue_reliable"] = (("chain", "chain_other"), np.full((n_chain, n_chain),

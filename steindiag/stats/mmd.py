@@ -98,11 +98,12 @@ def far_pair_sums(G, sizes, unit_chain):
     return np.where(near, 0.0, G), np.where(near, 0.0, counts)
 
 
-def permutation_pvalue(sums, counts, n_x_units, n_permutations, rng):
+def permutation_pvalue(sums, counts, n_x_units, n_permutations, rng, bar=None):
     """Block-permutation p-value: units 0..n_x_units-1 against the rest.
 
     Each permutation assigns n_x_units of the units, chosen uniformly at random, to the
-    first sample. p = (1 + #{permuted >= observed}) / (1 + n_permutations).
+    first sample. p = (1 + #{permuted >= observed}) / (1 + n_permutations). ``bar``
+    (optional, with ``update(n)``) advances by the permutations done, chunk by chunk.
     """
     n_units = sums.shape[0]
     observed_split = np.zeros((1, n_units), dtype=bool)
@@ -114,6 +115,8 @@ def permutation_pvalue(sums, counts, n_x_units, n_permutations, rng):
         order = np.argsort(rng.random((count, n_units)), axis=1)
         in_x = order < n_x_units
         exceed += int(np.sum(split_statistic(sums, counts, in_x) >= observed))
+        if bar is not None:
+            bar.update(count)
     return (1.0 + exceed) / (1.0 + n_permutations)
 
 
