@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
+from steindiag.engine.progress import CONSERVATIVE_FLOPS, check_progress, progress_bar
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag._validate import check_kernel_args
 from steindiag.methods.estimation import KSDObjective, closed_form_fit, numerical_fit
@@ -140,7 +141,7 @@ def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bou
 
 def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
                 parameter_names=None, c=1.0, beta=-0.5, preconditioner="standardize",
-                bounds=None, max_iter=1000, options=None):
+                bounds=None, max_iter=1000, options=None, progress=None):
     """Fit a model known up to its normalising constant by minimising KSD^2_U.
 
     Parameters
@@ -179,6 +180,12 @@ def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
         Further options of ``scipy.optimize.minimize(method="L-BFGS-B")``; the defaults
         are ``ftol=1e-15``, ``gtol=1e-12`` (statistical error, not the optimiser, should
         limit the estimate).
+    progress : bool or None, default None
+        Progress on stderr (tqdm if installed), one step per O(n^2) kernel pass: a bar for
+        the closed form (2 + 2 k passes for k parameters), a counter for the optimiser
+        (its number of passes is not known ahead). None: only when interactive and the
+        fit is expected to take more than a few seconds. Ctrl-C stops a pass within
+        about a second; no thread is left running.
 
     Returns
     -------
@@ -239,18 +246,28 @@ def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
     c, beta = check_kernel_args(c, beta)
     x, theta0, names = _fit_iv(data, score_fn, theta0, linear, score_jacobian,
                                parameter_names, bounds, max_iter)
+    check_progress(progress)
     n, d = x.shape
     pre = make_preconditioner(preconditioner, x, [f"x[{j}]" for j in range(d)])
     objective = KSDObjective(x, score_fn, score_jacobian, pre, c, beta)
-    if linear:
-        theta, hessian = closed_form_fit(objective, theta0)
-        converged, n_iterations, message = True, 0, "closed form"
-    else:
-        theta, hessian, result = numerical_fit(objective, theta0, bounds, max_iter, options)
-        converged, n_iterations = bool(result.success), int(result.nit)
-        message = str(result.message)
-    ksd2_u, ksd = objective.value_at_estimate(objective.scores(theta))
-    psi = objective.row_sum_gradients(theta) / (n - 1)
+    k = theta0.size
+    # Kernel passes: the closed form needs 2 + 2 k; the optimiser an unknown number (a
+    # counter then, expected at about 30 iterations of 2 passes).
+    n_passes = 2 + 2 * k if linear else None
+    seconds_per_pass = n * n * (8 * d + 20) / CONSERVATIVE_FLOPS
+    with progress_bar(progress, n_passes, (n_passes or 60 + 6 * k) * seconds_per_pass,
+                      desc="min_ksd_fit (kernel passes)", unit="pass") as objective.bar:
+        if linear:
+            theta, hessian = closed_form_fit(objective, theta0)
+            converged, n_iterations, message = True, 0, "closed form"
+        else:
+            theta, hessian, result = numerical_fit(objective, theta0, bounds, max_iter,
+                                                   options)
+            converged, n_iterations = bool(result.success), int(result.nit)
+            message = str(result.message)
+        ksd2_u, ksd = objective.value_at_estimate(objective.scores(theta))
+        psi = objective.row_sum_gradients(theta) / (n - 1)
+    objective.bar = None
     sigma = np.atleast_2d(np.cov(psi, rowvar=False))
     try:
         inverse = np.linalg.inv(hessian)

@@ -46,6 +46,7 @@ from numba.core.errors import TypingError
 from numba.extending import overload
 
 from steindiag.engine.row_sums import _FAST_SUM
+from steindiag.engine.progress import run_in_passes
 from steindiag.engine.threads import on_threads, single_threaded_blas
 
 __all__ = ["kernel_vector_sums", "pairwise_squared_distances", "vector_sums_fused",
@@ -179,16 +180,25 @@ def vector_sums_fused(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum):
     values_sum : float64 (N, m), output
     grad_sum : float64 (N, d), output
     """
-    n = x_t.shape[1]
+    d, n = x_t.shape
     n_tasks = (n + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
-    on_threads(_fused_tasks, x_t, values_t, a, _profile_token(kind, beta), float(c2), float(beta),
-               values_sum, grad_sum, np.int64(n_tasks))
+    token, c2, beta = _profile_token(kind, beta), float(c2), float(beta)
+
+    def compute_tasks(lo, hi):
+        on_threads(_fused_tasks, x_t, values_t, a, token, c2, beta, values_sum, grad_sum,
+                   np.int64(lo), np.int64(hi))
+
+    # Calls of about engine.progress.CHUNK_SECONDS: Ctrl-C is honoured between them.
+    run_in_passes(compute_tasks, np.full(n_tasks, _ROWS_PER_TASK * n),
+                  7 * d + 2 * values_t.shape[0], min_units=8)
 
 
 @nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
-def _fused_tasks(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, n_tasks, first, step):
-    """Tasks first, first + step, ... of ``vector_sums_fused`` (see ``engine.threads``)."""
-    for task in range(first, n_tasks, step):
+def _fused_tasks(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, task_lo, task_hi, first,
+                 step):
+    """Tasks task_lo + first, task_lo + first + step, ... before task_hi of
+    ``vector_sums_fused`` (see ``engine.threads``)."""
+    for task in range(task_lo + first, task_hi, step):
         _fused_task(x_t, values_t, a, kind, c2, beta, values_sum, grad_sum, task)
 
 
@@ -275,16 +285,25 @@ def vector_sums_gemm(y, norms, values, kind, c2, beta, fold, values_sum, grad_su
     y_I y_J^T, tiles F and G, then F @ V_J and G @ Y_J (BLAS; the caller limits BLAS to
     one thread). Memory per thread: three ``GEMM_TILE``^2 blocks and the row tile's sums.
     """
-    n_tiles = (y.shape[0] + GEMM_TILE - 1) // GEMM_TILE
-    on_threads(_gemm_tiles, y, norms, values, _profile_token(kind, beta), float(c2), float(beta),
-               bool(fold), values_sum, grad_sum_y, np.int64(n_tiles))
+    n, d = y.shape
+    n_tiles = (n + GEMM_TILE - 1) // GEMM_TILE
+    token, c2, beta, fold = _profile_token(kind, beta), float(c2), float(beta), bool(fold)
+
+    def compute_tiles(lo, hi):
+        on_threads(_gemm_tiles, y, norms, values, token, c2, beta, fold, values_sum, grad_sum_y,
+                   np.int64(lo), np.int64(hi))
+
+    # Calls of about engine.progress.CHUNK_SECONDS: Ctrl-C is honoured between them.
+    run_in_passes(compute_tiles, np.full(n_tiles, GEMM_TILE * n), 4 * d + 2 * values.shape[1],
+                  min_units=4)
 
 
 @nb.njit(cache=True, nogil=True, error_model="numpy")
-def _gemm_tiles(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, n_tiles, first,
-                step):
-    """Row tiles first, first + step, ... of ``vector_sums_gemm`` (see ``engine.threads``)."""
-    for tile_i in range(first, n_tiles, step):
+def _gemm_tiles(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_lo, tile_hi,
+                first, step):
+    """Row tiles tile_lo + first, tile_lo + first + step, ... before tile_hi of
+    ``vector_sums_gemm`` (see ``engine.threads``)."""
+    for tile_i in range(tile_lo + first, tile_hi, step):
         _gemm_tile(y, norms, values, kind, c2, beta, fold, values_sum, grad_sum_y, tile_i)
 
 

@@ -45,6 +45,13 @@ class KSDObjective:
         self.z, _ = pre.to_kernel_coordinates(x, np.zeros_like(x))
         self.pairs = self.n * (self.n - 1)
         self.evaluations = 0
+        # A progress bar (``update(n)``) advanced by every O(n^2) kernel pass, or None.
+        self.bar = None
+
+    def passed(self):
+        """One kernel pass done: advance the bar."""
+        if self.bar is not None:
+            self.bar.update(1)
 
     def to_kernel(self, scores):
         """Map (n, d) scores to kernel coordinates."""
@@ -72,6 +79,7 @@ class KSDObjective:
         """KSD^2_U and KSD (sqrt of the V-statistic) for (n, d) scores in x-space."""
         sums = stein_row_sums(self.x[None], scores[None], kernel=IMQ(c=self.c, beta=self.beta),
                               preconditioner=self.pre)
+        self.passed()
         off = 2.0 * float(sums.row_all.sum())
         diagonal = float(sums.diagonal.sum())
         return off / self.pairs, np.sqrt(max(off + diagonal, 0.0)) / self.n
@@ -84,6 +92,7 @@ class KSDObjective:
         """
         points = KernelPoints(self.x, scores, self.pre, IMQ(c=self.c, beta=self.beta))
         off = float((points.matvec(np.ones(self.n)) - points.diagonal).sum())
+        self.passed()
         diagonal = float(points.diagonal.sum())
         return off / self.pairs, np.sqrt(max(off + diagonal, 0.0)) / self.n
 
@@ -94,6 +103,7 @@ class KSDObjective:
         """
         values_sum, grad_sum = _svgd_kernels.kernel_vector_sums(
             self.z, scores_k, self.pre.a, kind=_svgd_kernels.IMQ, c2=self.c2, beta=self.beta)
+        self.passed()
         return values_sum - self.c2**self.beta * scores_k + grad_sum
 
     def jacobian(self, theta, k):
@@ -140,6 +150,7 @@ class KSDObjective:
                 points = KernelPoints(self.x, self.scores(shifted), self.pre,
                                       IMQ(c=self.c, beta=self.beta))
                 rows.append(points.matvec(np.ones(self.n)) - points.diagonal)
+                self.passed()
             out[:, a] = (rows[0] - rows[1]) / (2.0 * step)
         return out
 
@@ -178,6 +189,7 @@ def closed_form_fit(objective, theta0):
     values_sum, g = _svgd_kernels.kernel_vector_sums(
         objective.z, values, objective.pre.a, kind=_svgd_kernels.IMQ, c2=objective.c2,
         beta=objective.beta)
+    objective.passed()
     values_sum -= objective.c2**objective.beta * values  # leave out j = i
     KA = values_sum[:, : d * k].reshape(n, d, k)
     Kb = values_sum[:, d * k :]
