@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._ksd import _COMMON_PARAMETERS, ksd
+from steindiag.engine.progress import check_progress
 from steindiag._mmd import mmd
 from steindiag._validate import check_rng
 from steindiag.gof import ksd_test
@@ -309,7 +310,7 @@ _COVARIANCE_MAX_D = 200
 
 
 def _ksd_test_evidence(prepared, has_chain_dim, n_bootstrap, rng, kernel, preconditioner,
-                       client, estimator_options):
+                       client, estimator_options, progress):
     """The KSD tests of every chain and pooled, on nearly independent draws (``ksd_test``
     with the thinned bootstrap: blocks of L draws, L about five autocorrelation times),
     plain and damped; with the default preconditioner also under the sample covariance.
@@ -319,7 +320,7 @@ def _ksd_test_evidence(prepared, has_chain_dim, n_bootstrap, rng, kernel, precon
     seed = int(rng.integers(2**63 - 1))
     options = dict(score=prepared.scores, sample_dims=("chain", "draw"),
                    bootstrap="thinned" if has_chain_dim else "iid", n_bootstrap=n_bootstrap,
-                   kernel=kernel, client=client, **estimator_options)
+                   kernel=kernel, client=client, progress=progress, **estimator_options)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
         tests = [ksd_test(prepared.draws, preconditioner=preconditioner, damped=exact,
@@ -357,7 +358,7 @@ def _combined_pvalues(tests):
     return chain, float(pooled.min())
 
 
-def _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner):
+def _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner, progress):
     """(p-value, reliable, note) of the MMD test that all chains agree; NaN for one chain.
 
     Above ``_MMD_BUDGET_PAIRS`` pairs of draws, each chain is read every k-th draw.
@@ -370,7 +371,7 @@ def _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner):
         warnings.filterwarnings("ignore", message=_REPORTED, category=UserWarning)
         between = mmd(draws[:, ::stride], sample_dims=("chain", "draw"),
                       n_permutations=n_permutations, rng=rng, test="all", kernel=kernel,
-                      preconditioner=preconditioner)
+                      preconditioner=preconditioner, progress=progress)
     note = (f"MMD test of agreement on every {stride}-th draw of each chain (its cost is "
             "quadratic in the draws)" if stride > 1 else "")
     pvalue = float(between["pvalue"])
@@ -415,7 +416,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
              n_bootstrap=None, n_permutations=None, missing_mass=True, batched=True,
              kernel="imq", c=None, beta=None, preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             estimator="auto", n_landmarks=None, client=None, compile_mode=None):
+             estimator="auto", n_landmarks=None, client=None, compile_mode=None,
+             progress=None):
     """Can these draws be trusted? A verdict per chain and pooled, with its evidence.
 
     Parameters
@@ -457,6 +459,12 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         of each chain (also reported).
     n_landmarks : int, optional
         Landmarks for ``estimator="nystrom"`` (as in :func:`ksd_test`).
+    progress : bool or None, default None
+        One progress bar on stderr (tqdm if installed) for each long stage, labelled by
+        its stage: the KSD tests' bootstrap passes, the MMD test's kernel sums and
+        permutations, the KSD pass. None: a stage shows its bar only when interactive and
+        the stage is expected to take more than a few seconds. Ctrl-C stops any stage
+        within about a second; no thread is left running.
 
     Returns
     -------
@@ -578,6 +586,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     alpha, n_bootstrap, n_permutations, rng = _diagnose_iv(
         alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks, missing_mass,
         rng)
+    check_progress(progress)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     data = as_trace(data, model)
@@ -612,12 +621,13 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                                                           n_chain * n_draw, d, n_bootstrap)
     tests, covariance_note = _ksd_test_evidence(prepared, has_chain_dim, n_bootstrap, rng,
                                                 kernel, preconditioner, client,
-                                                estimator_options)
+                                                estimator_options, progress)
     test = tests[0]
     agreement_p, agreement_ok, mmd_note = (np.nan, True, "") if ensemble else (
-        _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner))
+        _agreement_evidence(draws, n_permutations, rng, kernel, preconditioner, progress))
     values = ksd(draws, score=scores, sample_dims=("chain", "draw"), kernel=kernel,
-                 preconditioner=preconditioner, client=client, rng=rng, **estimator_options)
+                 preconditioner=preconditioner, client=client, rng=rng, progress=progress,
+                 **estimator_options)
     found = pending.sampler_warnings
     if is_labelled(data):
         found = sampler_warnings(data, group=group, chain=prepared.chain, draw=prepared.draw,
