@@ -13,6 +13,7 @@ import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
 from steindiag.engine.local import METHODS, stein_row_sums
+from steindiag.engine.progress import check_progress
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag._validate import check_method
 from steindiag.engine import resolve_backend
@@ -31,8 +32,7 @@ def _compute(data, model, *, score, batched, kernel, c, beta, preconditioner, gr
     kernel = make_kernel(kernel, c, beta)
     rng = check_estimator(estimator, n_landmarks, rng)
     check_method(method, {"auto", *METHODS})
-    if progress not in (None, True, False):
-        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
+    check_progress(progress)
     check_preconditioner(preconditioner)
     backend = resolve_backend(client)
     pending = read_input(
