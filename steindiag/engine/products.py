@@ -545,7 +545,7 @@ def greedy_thinning(draws_t, scores_t, a, isotropic, kind, params, trace_a, obje
             selected[lo:hi], hi < n_points)
 
     run_in_passes(compute_steps, np.full(int(n_points), n), 8 * draws_t.shape[1] + 22,
-                  bar=bar)
+                  bar=bar, serial=run is _greedy_serial)
 
 
 def _make_greedy(parallel):

@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-__all__ = ["CHUNK_SECONDS", "check_progress", "make_progress", "progress_bar", "run_in_passes"]
+__all__ = ["CHUNK_SECONDS", "CONSERVATIVE_FLOPS", "ONE_THREAD_FLOPS", "check_progress",
+           "make_progress", "progress_bar", "run_in_passes"]
 
 # Show a bar automatically only for passes expected to take longer than this (seconds).
 _AUTO_SECONDS = 5.0
@@ -23,6 +24,9 @@ _AUTO_SECONDS = 5.0
 # microseconds of thread dispatch: about 1e-4 of a 0.25 s call.
 CHUNK_SECONDS = 0.25
 CONSERVATIVE_FLOPS = 1e10
+# The same for a pass that runs on one thread (the sequential solvers often do): measured
+# 0.75 GFLOP/s for greedy thinning on one thread of 2 cores at load 12, 1-3 on idle ones.
+ONE_THREAD_FLOPS = CONSERVATIVE_FLOPS / 4
 
 
 class _TextBar:
@@ -94,7 +98,7 @@ def progress_bar(progress, total, expected_seconds, desc="Stein kernel pass", un
             bar.close()
 
 
-def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None):
+def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None, serial=False):
     """Call ``compute(lo, hi)`` over consecutive ranges of units of about equal work.
 
     Parameters
@@ -110,6 +114,8 @@ def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None):
         Fewest units in a call (so that every thread gets balanced work in each call).
     bar : object with ``update(n)``, optional
         Advanced by each call's work.
+    serial : bool
+        The pass runs on one thread (``ONE_THREAD_FLOPS`` for the time estimate).
 
     Ranges hold about ``CHUNK_SECONDS`` of work each. A KeyboardInterrupt (Ctrl-C) is
     raised between calls: every thread has finished its part of the call by then (see
@@ -121,7 +127,7 @@ def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None):
         return
     cumulative = np.concatenate([[0.0], np.cumsum(work)])
     total = cumulative[-1]
-    expected = total * flops_per_work / CONSERVATIVE_FLOPS
+    expected = total * flops_per_work / (ONE_THREAD_FLOPS if serial else CONSERVATIVE_FLOPS)
     n_chunks = int(min(max(1, np.ceil(expected / CHUNK_SECONDS)),
                        max(1, n_units // (2 * max(1, min_units)))))
     bounds = np.searchsorted(cumulative, np.linspace(0.0, total, n_chunks + 1)[1:-1])

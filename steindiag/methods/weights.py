@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from steindiag.engine import products as _stein_products
-from steindiag.engine.progress import CHUNK_SECONDS, CONSERVATIVE_FLOPS, make_progress
+from steindiag.engine.progress import CHUNK_SECONDS, ONE_THREAD_FLOPS, make_progress
 from steindiag.methods.active_set import (
     lawson_hanson,
     matrix_free_kernel,
@@ -58,12 +58,13 @@ _IID_TOL = 0.05
 _FLOOR_EPS = 64.0
 # Frank-Wolfe thread choice (see _run_frank_wolfe): only from this many points, each
 # trial segment about this many kernel evaluations (a few ms), each working segment
-# about engine.progress.CHUNK_SECONDS of work (so that Ctrl-C is honoured within about a
-# second; at d = 10 that is 2.5e7 pairs, 0.1-0.5 s), and a new trial after this many
-# segments (as before, when segments were 4 times longer: a trial every ~2 s).
+# about engine.progress.CHUNK_SECONDS of work on one thread (so that Ctrl-C is honoured
+# within about a second even on a loaded machine; at d = 10 that is 6.25e6 pairs,
+# 16 times fewer than the 1e8 of before), and a new trial after this many segments (the
+# trials' share of the work stays about 1 %).
 _FW_PARALLEL_TRIAL_MIN_N = 8000
 _FW_TRIAL_PAIRS = 4e6
-_FW_RETRIAL_SEGMENTS = 32
+_FW_RETRIAL_SEGMENTS = 128
 # Exact K_p @ w refreshes of the running gradient before giving up on rounding drift.
 _FW_MAX_REFRESH = 3
 _PIQP_EPS = 1e-10
@@ -462,7 +463,8 @@ def _run_frank_wolfe(points, weights, gradient, tol, floor, budget, bar=None):
     pairs_per_iteration = 2 * points.n
     trial = max(20, int(_FW_TRIAL_PAIRS // pairs_per_iteration))
     d = points.draws_t.shape[1]
-    segment_pairs = CHUNK_SECONDS * CONSERVATIVE_FLOPS / (8 * d + 20)
+    # Segments often run on one thread (see above): sized at its rate.
+    segment_pairs = CHUNK_SECONDS * ONE_THREAD_FLOPS / (8 * d + 20)
     segment = max(trial, int(segment_pairs // pairs_per_iteration))
     seconds_per_iteration = {}
     done = 0
