@@ -25,7 +25,8 @@ innermost loops running over points with unit stride).
 import numba as nb
 import numpy as np
 
-from steindiag.engine.progress import CHUNK_SECONDS, ONE_THREAD_FLOPS, run_in_passes
+from steindiag.engine import progress as _progress
+from steindiag.engine.progress import run_in_passes
 from steindiag.engine.threads import on_threads
 from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block
 from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
@@ -155,7 +156,8 @@ def quadratic_pieces(tile_start, tile_stop, tile_chain_start, cross, flops_per_p
     """
     # A piece runs on one thread: sized at the one-thread rate (at d = 5, B = 1000: 1024
     # columns; 4608 at the all-threads rate stopped 0.6-0.8 s after Ctrl-C at load 8).
-    target = CHUNK_SECONDS * ONE_THREAD_FLOPS / (QUADRATIC_TILE_ROWS * flops_per_pair)
+    target = (_progress.CHUNK_SECONDS * _progress.ONE_THREAD_FLOPS
+              / (QUADRATIC_TILE_ROWS * flops_per_pair))
     width = int(max(1, target // _COLUMN_CHUNK)) * _COLUMN_CHUNK
     first_column = np.zeros_like(tile_chain_start) if cross else tile_chain_start
     counts = -(-(tile_stop - first_column) // width)

@@ -25,7 +25,7 @@ _AUTO_SECONDS = 5.0
 CHUNK_SECONDS = 0.25
 CONSERVATIVE_FLOPS = 1e10
 # The same for a pass that runs on one thread (the sequential solvers often do): measured
-# 0.75 GFLOP/s for greedy thinning on one thread of 2 cores at load 12, 1-3 on idle ones.
+# 0.75 GFLOP/s for greedy thinning on one thread of 2 shared cores at load 12.
 ONE_THREAD_FLOPS = CONSERVATIVE_FLOPS / 4
 
 

@@ -14,7 +14,8 @@ import numba
 import numpy as np
 
 from steindiag.engine import products as _stein_products
-from steindiag.engine.progress import CHUNK_SECONDS, ONE_THREAD_FLOPS, make_progress
+from steindiag.engine import progress as _progress
+from steindiag.engine.progress import make_progress
 from steindiag.methods.active_set import (
     lawson_hanson,
     matrix_free_kernel,
@@ -464,7 +465,7 @@ def _run_frank_wolfe(points, weights, gradient, tol, floor, budget, bar=None):
     trial = max(20, int(_FW_TRIAL_PAIRS // pairs_per_iteration))
     d = points.draws_t.shape[1]
     # Segments often run on one thread (see above): sized at its rate.
-    segment_pairs = CHUNK_SECONDS * ONE_THREAD_FLOPS / (8 * d + 20)
+    segment_pairs = _progress.CHUNK_SECONDS * _progress.ONE_THREAD_FLOPS / (8 * d + 20)
     segment = max(trial, int(segment_pairs // pairs_per_iteration))
     seconds_per_iteration = {}
     done = 0
