@@ -1,0 +1,246 @@
+"""progress= and Ctrl-C in every long public function (issue 29, point 7).
+
+Truth: ``progress`` only shows a bar, so the numbers with ``progress=True`` must be the
+very numbers of ``progress=False`` (bitwise: the passes run the same arithmetic in the
+same order, only split into calls); a bad value is refused as ``ksd`` refuses it; and a
+Ctrl-C (SIGINT) sent while a long compiled product runs raises KeyboardInterrupt within
+2 s (the user guide promises about a quarter of a second of work per call).
+"""
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import steindiag
+import steindiag.engine.progress
+
+# The root that holds the steindiag imported here, so that the child processes import it
+# too, wherever the tests run from.
+_ROOT = str(Path(steindiag.__file__).resolve().parents[1])
+
+
+@pytest.fixture
+def many_calls(monkeypatch):
+    """Split every pass into many small calls (as a long run would be split)."""
+    monkeypatch.setattr(steindiag.engine.progress, "CONSERVATIVE_FLOPS", 1e5)
+    monkeypatch.setattr(steindiag.engine.progress, "ONE_THREAD_FLOPS", 1e5)
+
+
+def _draws(seed=0, n_chain=4, n_draw=300, d=3):
+    rng = np.random.default_rng(seed)
+    x = 1.1 * rng.standard_normal((n_chain, n_draw, d))
+    x[..., 0] += 0.3 * np.cumsum(rng.standard_normal((n_chain, n_draw)), axis=1) / 20
+    return x
+
+
+def _fit(progress):
+    rng = np.random.default_rng(5)
+    data = rng.normal(0.3, 1.2, size=(400, 1))
+    fit = steindiag.min_ksd_fit(data, lambda x, t: -(x - t[0]) * np.exp(-2 * t[1]),
+                                np.array([0.0, 0.0]), progress=progress)
+    return [fit.estimate.values, fit.covariance.values, fit.ksd2_u]
+
+
+def _fit_linear(progress):
+    rng = np.random.default_rng(6)
+    data = rng.normal(0.3, 1.0, size=(400, 1))
+    fit = steindiag.min_ksd_fit(data, lambda x, t: t[0] - x, np.array([0.0]), linear=True,
+                                progress=progress)
+    return [fit.estimate.values, fit.covariance.values, fit.ksd2_u]
+
+
+def _floats(dataset):
+    return [v.values for v in dataset.data_vars.values() if v.dtype.kind == "f"]
+
+
+def _mmd(progress, **options):
+    result = steindiag.mmd(_X, n_permutations=99, block_length=10, rng=2, progress=progress,
+                           **options)
+    return [result.values, result.pvalue.values]
+
+
+_X = _draws()
+# name -> call(progress) -> the numbers of the result
+_CALLS = {
+    "ksd_test": lambda p: _floats(steindiag.ksd_test(_X, score=-_X, rng=1, n_bootstrap=99,
+                                                     progress=p)),
+    "ksd_test thinned": lambda p: _floats(steindiag.ksd_test(
+        _X, score=-_X, rng=1, n_bootstrap=99, bootstrap="thinned", damped=True, progress=p)),
+    "mmd": lambda p: _mmd(p),
+    "mmd all": lambda p: _mmd(p, test="all"),
+    "mmd two samples": lambda p: _mmd(p, other=_X[:, ::-1] + 0.1),
+    "stein_thin": lambda p: [steindiag.stein_thin(_X, score=-_X, n_points=50,
+                                                  missing_mass=False, progress=p)],
+    "diagnose": lambda p: _floats(steindiag.diagnose(_X, score=-_X, rng=3,
+                                                     missing_mass=False, progress=p)),
+    "min_ksd_fit": _fit,
+    "min_ksd_fit linear": _fit_linear,
+    "stein_weights": lambda p: [steindiag.stein_weights(_X[:, :100], score=-_X[:, :100],
+                                                        progress=p).values],
+    "ksd": lambda p: _floats(steindiag.ksd(_X, score=-_X, progress=p)),
+}
+
+
+@pytest.mark.parametrize("name", list(_CALLS))
+def test_progress_true_gives_the_same_numbers(name, many_calls, capsys):
+    call = _CALLS[name]
+    quiet = call(False)
+    shown = call(True)
+    # Truth: a bar changes no number (the same passes, only split into calls).
+    assert len(quiet) == len(shown)
+    for a, b in zip(quiet, shown):
+        np.testing.assert_array_equal(a, b)
+    if name != "stein_weights":  # its bars are for solves expected to be long
+        assert capsys.readouterr().err  # the bar was drawn on stderr
+
+
+@pytest.mark.parametrize("name", list(_CALLS))
+@pytest.mark.parametrize("bad", ["yes", 2, [True]])
+def test_bad_progress_is_refused(name, bad):
+    call = _CALLS[name]
+    # Truth: ksd's own rule (None, True or False), with the argument named.
+    with pytest.raises(TypeError, match="progress must be None, True or False"):
+        call(bad)
+
+
+def test_stein_thin_in_many_calls_selects_as_in_one(monkeypatch):
+    # Truth: the selection in one call (no splitting): each call ends with the objective
+    # updated for its last point, so the next call's first choice is the loop's.
+    x = _draws(seed=7, n_draw=500)
+    whole = steindiag.stein_thin(x, score=-x, n_points=120, missing_mass=False,
+                                 return_info=True)
+    monkeypatch.setattr(steindiag.engine.progress, "ONE_THREAD_FLOPS", 1e4)  # one thread
+    calls = []
+    original = steindiag.engine.progress.run_in_passes
+
+    def counted(compute, *args, **kwargs):
+        def spy(lo, hi):
+            calls.append((lo, hi))
+            compute(lo, hi)
+        return original(spy, *args, **kwargs)
+
+    monkeypatch.setattr(steindiag.engine.products, "run_in_passes", counted)
+    split = steindiag.stein_thin(x, score=-x, n_points=120, missing_mass=False,
+                                 return_info=True)
+    assert len(calls) > 10
+    np.testing.assert_array_equal(split.index, whole.index)
+    np.testing.assert_array_equal(split.ksd_path, whole.ksd_path)
+
+
+# -- Ctrl-C -------------------------------------------------------------------------------
+
+# The child runs a warm-up call (so that nothing is compiled during the timed call: a
+# SIGINT that lands in Numba's compiler is swallowed there), then prints a marker from the
+# first long product of the real call, and reports when the KeyboardInterrupt arrives.
+_CHILD = """
+import sys, time
+import numpy as np
+import steindiag
+rng = np.random.default_rng(0)
+{setup}
+def marked(original):
+    def product(*args, **kwargs):
+        print("STARTED", flush=True)
+        return original(*args, **kwargs)
+    return product
+{patch}
+try:
+    {call}
+except KeyboardInterrupt:
+    print("INTERRUPTED", flush=True)
+    sys.exit(130)
+print("FINISHED", flush=True)
+"""
+
+_CASES = {
+    # N = 40,000, d = 10: the issue's case; one product K_p w is 8e8 pairs (seconds).
+    "stein_weights": dict(
+        setup=("x = 1.15 * rng.standard_normal((4, 10_000, 10))\n"
+               "small = x[:, :60]\n"
+               "steindiag.stein_weights(small, score=-small)"),
+        patch=("import steindiag.engine.products as products\n"
+               "products.kernel_matvec = marked(products.kernel_matvec)"),
+        call="steindiag.stein_weights(x, score=-x, progress=False)"),
+    # 4 x 3000 draws, 1000 replicates: the bootstrap pass is about 1.5e11 flops.
+    "ksd_test": dict(
+        setup=("x = 1.15 * rng.standard_normal((4, 3000, 5))\n"
+               "small = x[:, :60]\n"
+               "steindiag.ksd_test(small, score=-small, rng=1, n_bootstrap=20)"),
+        patch=("import steindiag.gof as gof\n"
+               "gof.quadratic_forms = marked(gof.quadratic_forms)"),
+        call="steindiag.ksd_test(x, score=-x, rng=1, progress=False)"),
+    # 4 x 15,000 draws: the kernel sums are 1.8e9 pairs.
+    "mmd": dict(
+        setup=("x = rng.standard_normal((4, 15_000, 5))\n"
+               "small = x[:, :60]\n"
+               "steindiag.mmd(small, n_permutations=10, rng=1)"),
+        patch=("import steindiag._mmd as module\n"
+               "module.base_kernel_unit_sums = marked(module.base_kernel_unit_sums)"),
+        call="steindiag.mmd(x, n_permutations=100, rng=1, progress=False)"),
+}
+
+
+def _lines(stream, out):
+    for line in stream:
+        out.put((time.monotonic(), line.strip()))
+    out.put((time.monotonic(), None))
+
+
+def _next_line(lines, timeout):
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        return time.monotonic(), None
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process is POSIX")
+@pytest.mark.parametrize("name", list(_CASES))
+def test_ctrl_c_stops_a_long_product_within_two_seconds(name):
+    case = _CASES[name]
+    code = _CHILD.format(setup=case["setup"], patch=case["patch"], call=case["call"])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=_lines, args=(child.stdout, lines), daemon=True).start()
+    try:
+        # Generous: import, warm-up (a cold Numba cache compiles) and input on a loaded
+        # machine.
+        _, line = _next_line(lines, timeout=600)
+        assert line == "STARTED", (line, child.stderr.read() if line is None else "")
+        time.sleep(0.3)  # well inside the product (seconds long even on a fast machine)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        arrived, line = _next_line(lines, timeout=60)
+        assert line == "INTERRUPTED", line
+        # Truth: the promise of the user guide (about 0.25 s of work between checks),
+        # with room for a loaded 2-core machine.
+        assert arrived - sent < 2.0, f"{name}: stopped {arrived - sent:.2f} s after Ctrl-C"
+        assert child.wait(timeout=60) == 130
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_ksd_test_in_narrow_pieces_agrees_with_wide_ones(monkeypatch):
+    # Truth: the unsplit forms (one piece per tile at this size); narrower pieces only
+    # reorder the additions of the same products, so rounding alone may differ.
+    x = _draws(seed=8, n_draw=1500)
+    wide = steindiag.ksd_test(x, score=-x, rng=4, n_bootstrap=199)
+    monkeypatch.setattr(steindiag.engine.progress, "ONE_THREAD_FLOPS", 1e7)  # 512 columns
+    narrow = steindiag.ksd_test(x, score=-x, rng=4, n_bootstrap=199)
+    for name in ("statistic", "bootstrap_statistic", "statistic_pooled",
+                 "bootstrap_statistic_pooled"):
+        np.testing.assert_allclose(narrow[name].values, wide[name].values, rtol=1e-12)
+    np.testing.assert_array_equal(narrow["pvalue"].values, wide["pvalue"].values)
