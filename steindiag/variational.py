@@ -352,7 +352,8 @@ _SVGD_PARAMETERS = """\
         Path of the kernel sum: the same numbers to rounding.
     progress : bool or None, default None
         Progress bar on stderr (tqdm if installed). None: only when interactive and the
-        run is expected to take more than a few seconds. Ctrl-C stops between steps."""
+        run is expected to take more than a few seconds. Ctrl-C stops between steps, and
+        within a step between calls of about 0.25 s of work."""
 
 
 def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.01,
