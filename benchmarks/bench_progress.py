@@ -12,8 +12,8 @@ gets SIGINT 0.5 s (and 3 s: ``--delays``) later, and reports when KeyboardInterr
 time from the signal to that report is the stop time (``--repeats`` runs each).
 
 ``speed``: each case runs in a fresh process of one tree, then of the other, and so on
-for ``--rounds`` rounds (taking turns, so that the load of a shared machine falls on
-both alike); each process reports the median of ``--repeats`` timed calls after a
+for ``--rounds`` rounds (taking turns, the first alternating, so that the load of a
+shared machine falls on both alike); each process reports the median of ``--repeats`` timed calls after a
 warm-up. Reported: the median over rounds of each tree and their ratio.
 """
 
@@ -25,6 +25,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -138,7 +139,7 @@ elif case == "stein_thin":
 elif case == "vector_sums":
     x = rng.standard_normal((20_000, 10))
     seconds = timed(lambda: svgd.kernel_vector_sums(x, -x, np.ones(10), kind=svgd.IMQ))
-print(json.dumps({"seconds": seconds}))
+print(json.dumps({"seconds": seconds, "file": steindiag.__file__}))
 """
 
 SPEED_CASES = ["row_sums d=2", "row_sums d=10", "matvec", "ksd_test", "mmd", "stein_weights",
@@ -147,6 +148,11 @@ SPEED_CASES = ["row_sums d=2", "row_sums d=10", "matvec", "ksd_test", "mmd", "st
 
 def _env(tree):
     return dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+
+
+# ``python -c`` puts the current directory first on sys.path: a child started from inside
+# one tree would import that tree whatever PYTHONPATH says. Children start elsewhere.
+_CWD = tempfile.gettempdir()
 
 
 def _reader(stream, out):
@@ -158,7 +164,7 @@ def _reader(stream, out):
 def stop_time(tree, case, delay):
     code = textwrap.dedent(STOP_CHILD.format(**case))
     child = subprocess.Popen([sys.executable, "-c", code], env=_env(tree), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             cwd=_CWD, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     lines = queue.Queue()
     threading.Thread(target=_reader, args=(child.stdout, lines), daemon=True).start()
     try:
@@ -178,8 +184,11 @@ def stop_time(tree, case, delay):
 
 def speed(tree, case, repeats):
     out = subprocess.run([sys.executable, "-c", SPEED_CHILD, case, str(repeats)],
-                         env=_env(tree), capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+                         env=_env(tree), cwd=_CWD, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if not result["file"].startswith(os.path.abspath(tree)):
+        raise RuntimeError(f"the child imported {result['file']}, not the tree {tree}")
+    return result["seconds"]
 
 
 def main():
@@ -210,8 +219,9 @@ def main():
     print("|---|---:|---:|---:|---:|")
     for case in args.cases or SPEED_CASES:
         times = {old: [], new: []}
-        for _ in range(args.rounds):
-            for tree in (old, new):
+        for round_ in range(args.rounds):
+            # Taking turns, the first of each round alternating.
+            for tree in ((old, new) if round_ % 2 == 0 else (new, old)):
                 times[tree].append(speed(tree, case, args.repeats))
         a, b = statistics.median(times[old]), statistics.median(times[new])
         print(f"| {case} | {a:.3f} | {b:.3f} | {b / a:.3f} | {args.rounds} |", flush=True)

@@ -209,7 +209,8 @@ def test_ctrl_c_stops_a_long_product_within_two_seconds(name):
     code = _CHILD.format(setup=case["setup"], patch=case["patch"], call=case["call"])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+    # (``-c`` puts the working directory first on sys.path: start in _ROOT.)
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=_ROOT,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
     threading.Thread(target=_lines, args=(child.stdout, lines), daemon=True).start()
