@@ -1072,7 +1072,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                     hint = score_failure_hint(var_names, labels, chose_all and callable(score))
                     if not hint:
                         raise
-                    raise ValueError(f"{err}{hint}") from err
+                    # Keep the score's own exception as the cause (what raised inside it).
+                    raise ValueError(f"{err}{hint}") from (err.__cause__ or err)
         _where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
     if group_label.startswith("group"):
