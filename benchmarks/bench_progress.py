@@ -30,63 +30,9 @@ import textwrap
 import threading
 import time
 
-STOP_CHILD = """
-import inspect, sys, time
-import numpy as np
-import steindiag
-rng = np.random.default_rng(0)
-def quiet(function):  # progress=False where the tree has the argument (not before)
-    return {{"progress": False}} if "progress" in inspect.signature(function).parameters else {{}}
-{setup}
-def marked(original):
-    def product(*args, **kwargs):
-        print("STARTED", flush=True)
-        return original(*args, **kwargs)
-    return product
-{patch}
-try:
-    {call}
-except KeyboardInterrupt:
-    print("INTERRUPTED", flush=True)
-    sys.exit(130)
-print("FINISHED", flush=True)
-"""
-
-STOP_CASES = {
-    "stein_weights (N = 40,000, d = 10: K_p w)": dict(
-        setup=("x = 1.15 * rng.standard_normal((4, 10_000, 10))\n"
-               "small = x[:, :60]\nsteindiag.stein_weights(small, score=-small)"),
-        patch=("import steindiag.engine.products as products\n"
-               "products.kernel_matvec = marked(products.kernel_matvec)"),
-        call="steindiag.stein_weights(x, score=-x, **quiet(steindiag.stein_weights))"),
-    "ksd_test (4 x 3000, d = 5, B = 1000: bootstrap pass)": dict(
-        setup=("x = 1.15 * rng.standard_normal((4, 3000, 5))\n"
-               "small = x[:, :60]\nsteindiag.ksd_test(small, score=-small, rng=1, "
-               "n_bootstrap=20)"),
-        patch="import steindiag.gof as gof\ngof.quadratic_forms = marked(gof.quadratic_forms)",
-        call="steindiag.ksd_test(x, score=-x, rng=1, **quiet(steindiag.ksd_test))"),
-    "mmd (4 x 15,000, d = 5: kernel sums)": dict(
-        setup=("x = rng.standard_normal((4, 15_000, 5))\n"
-               "small = x[:, :60]\nsteindiag.mmd(small, n_permutations=10, rng=1)"),
-        patch=("import steindiag._mmd as module\n"
-               "module.base_kernel_unit_sums = marked(module.base_kernel_unit_sums)"),
-        call="steindiag.mmd(x, n_permutations=100, rng=1, **quiet(steindiag.mmd))"),
-    "stein_thin (N = 100,000, d = 10, 3000 points: greedy steps)": dict(
-        setup=("x = rng.standard_normal((4, 25_000, 10))\n"
-               "small = x[:, :60]\nsteindiag.stein_thin(small, score=-small, n_points=5, "
-               "missing_mass=False)"),
-        patch=("import steindiag.methods.thinning as module\n"
-               "module.products.greedy_thinning = marked(module.products.greedy_thinning)"),
-        call=("steindiag.stein_thin(x, score=-x, n_points=3000, missing_mass=False, "
-              "**quiet(steindiag.stein_thin))")),
-    "diagnose (4 x 3000, d = 5: KSD tests first)": dict(
-        setup=("x = 1.15 * rng.standard_normal((4, 3000, 5))\n"
-               "small = x[:, :200]\nsteindiag.diagnose(small, score=-small, rng=1, "
-               "missing_mass=False)"),
-        patch="import steindiag.gof as gof\ngof.quadratic_forms = marked(gof.quadratic_forms)",
-        call=("steindiag.diagnose(x, score=-x, rng=1, missing_mass=False, "
-              "**quiet(steindiag.diagnose))")),
-}
+# The child programs of ``stop`` are the tests' (tests/ctrlc_cases.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import ctrlc_cases  # noqa: E402
 
 SPEED_CHILD = """
 import json, sys, time
@@ -161,8 +107,8 @@ def _reader(stream, out):
     out.put((time.monotonic(), None))
 
 
-def stop_time(tree, case, delay):
-    code = textwrap.dedent(STOP_CHILD.format(**case))
+def stop_time(tree, name, delay):
+    code = textwrap.dedent(ctrlc_cases.child_program(name))
     child = subprocess.Popen([sys.executable, "-c", code], env=_env(tree), text=True,
                              cwd=_CWD, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     lines = queue.Queue()
@@ -204,15 +150,15 @@ def main():
     if args.what == "stop":
         print("| function (long product) | delay (s) | stop times (s) | median (s) |")
         print("|---|---:|---|---:|")
-        for name, case in STOP_CASES.items():
-            if args.cases and not any(c in name for c in args.cases):
+        for name, case in ctrlc_cases.CASES.items():
+            if args.cases and not any(c in case["label"] for c in args.cases):
                 continue
             for delay in args.delays:
-                times = [stop_time(args.tree, case, delay) for _ in range(args.repeats)]
+                times = [stop_time(args.tree, name, delay) for _ in range(args.repeats)]
                 shown = ", ".join("-" if t is None else f"{t:.2f}" for t in times)
                 valid = [t for t in times if t is not None]
                 median = f"{statistics.median(valid):.2f}" if valid else "-"
-                print(f"| {name} | {delay:g} | {shown} | {median} |", flush=True)
+                print(f"| {case['label']} | {delay:g} | {shown} | {median} |", flush=True)
         return
     old, new = args.trees
     print("| case | old (s) | new (s) | new / old | rounds |")
