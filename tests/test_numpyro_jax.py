@@ -354,3 +354,6 @@ def test_jax_bad_input():
         steindiag.ksd({"a": x})
     with pytest.raises(TypeError, match="stein_variational does not read"):
         steindiag.stein_variational({"a": x})
+    for bad in (("chain",), ("draw", "walker"), 3):
+        with pytest.raises(ValueError, match="for positions given as a pytree, sample_dims"):
+            steindiag.ksd({"a": x}, sample_dims=bad, log_density=lambda p: -jnp.sum(p["a"] ** 2))

@@ -32,10 +32,11 @@ _ARRAY_SHAPES = {
 }
 
 
-def array_sample_dims(sample_dims):
-    """``sample_dims`` of an array as a key of ``ARRAY_LAYOUTS`` (or None); ValueError else."""
-    if sample_dims is None:
-        return None
+def layout_key(sample_dims, message):
+    """``sample_dims`` (a name or a sequence of names) as a key of ``ARRAY_LAYOUTS``.
+
+    ValueError(``message`` followed by the value given) when it is none of them.
+    """
     if isinstance(sample_dims, str):
         sample_dims = (sample_dims,)
     try:
@@ -43,12 +44,19 @@ def array_sample_dims(sample_dims):
     except TypeError:
         sample_dims = None
     if sample_dims not in ARRAY_LAYOUTS:
-        raise ValueError(
-            "for an array, sample_dims names its leading axes: ('chain', 'draw'), "
-            "('draw', 'chain') (emcee's get_chain()) or ('draw',) (one chain); the axis "
-            f"after them, if any, holds the parameters. Got sample_dims={sample_dims!r}."
-        )
+        raise ValueError(f"{message} Got sample_dims={sample_dims!r}.")
     return sample_dims
+
+
+def array_sample_dims(sample_dims):
+    """``sample_dims`` of an array as a key of ``ARRAY_LAYOUTS`` (or None); ValueError else."""
+    if sample_dims is None:
+        return None
+    return layout_key(
+        sample_dims,
+        "for an array, sample_dims names its leading axes: ('chain', 'draw'), "
+        "('draw', 'chain') (emcee's get_chain()) or ('draw',) (one chain); the axis "
+        "after them, if any, holds the parameters.")
 
 
 def array_layout(array, sample_dims, name):

@@ -183,24 +183,15 @@ def check_traceable(log_density, example, name="log_density"):
 
 def _pytree_sample_dims(sample_dims):
     """sample_dims of a pytree: ('chain', 'draw') (default), ('draw', 'chain') or ('draw',)."""
-    from steindiag.inputs._arrays import ARRAY_LAYOUTS
+    from steindiag.inputs._arrays import layout_key
 
     if sample_dims is None:
         return ("chain", "draw")
-    if isinstance(sample_dims, str):
-        sample_dims = (sample_dims,)
-    try:
-        sample_dims = tuple(sample_dims)
-    except TypeError:
-        sample_dims = None
-    if sample_dims not in ARRAY_LAYOUTS:
-        raise ValueError(
-            "for positions given as a pytree, sample_dims names the leading axes of every "
-            "leaf: ('chain', 'draw') (default), ('draw', 'chain') (a blackjax state history "
-            "of chains run with jax.vmap inside jax.lax.scan) or ('draw',) (one chain); got "
-            f"sample_dims={sample_dims!r}."
-        )
-    return sample_dims
+    return layout_key(
+        sample_dims,
+        "for positions given as a pytree, sample_dims names the leading axes of every "
+        "leaf: ('chain', 'draw') (default), ('draw', 'chain') (a blackjax state history "
+        "of chains run with jax.vmap inside jax.lax.scan) or ('draw',) (one chain);")
 
 
 def positions_dataset(data, sample_dims):
