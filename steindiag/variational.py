@@ -243,7 +243,24 @@ def _array_posterior(posterior, pair, moved, prepared):
     return out, dropped
 
 
-def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims, attrs):
+def _constrained_posterior(posterior, pair, moved, constrain):
+    """The variables of ``posterior`` at the moved draws, from ``constrain`` ((n, d) ->
+    {name: (n, ...)}: a numpyro model's latent and deterministic sites, by its own
+    transforms); the others are dropped."""
+    n_chain, n_draw, d = moved.shape
+    values = constrain(moved.reshape(-1, d))
+    out, dropped = {}, []
+    for name in posterior.data_vars:
+        array = posterior[name].transpose(*pair, ...)
+        if name in values and tuple(values[name].shape[1:]) == tuple(array.shape[2:]):
+            out[name] = array.copy(data=values[name].reshape(n_chain, n_draw, *array.shape[2:]))
+        else:
+            dropped.append(name)
+    return out, dropped
+
+
+def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims, attrs,
+                     constrain=None):
     from steindiag.inputs._trace import _container_kind, _group_names, _get_group
 
     if isinstance(data, xr.DataArray):
@@ -251,7 +268,7 @@ def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims
         name = data.name if data.name is not None else "x"
         moved_set = _moved_container(data.to_dataset(name=name), model, moved, prepared,
                                      group=group, coords=coords, sample_dims=sample_dims,
-                                     attrs=attrs)
+                                     attrs=attrs, constrain=constrain)
         out = moved_set[name]
         out.attrs = {**data.attrs, **moved_set.attrs}
         return out.rename(data.name)
@@ -262,11 +279,13 @@ def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims
     posterior, pair = _posterior_for_output(data, group, coords, tuple(sample_dims))
     if model is not None:
         variables, dropped = _model_posterior(model, posterior, pair, moved, prepared)
+    elif constrain is not None:
+        variables, dropped = _constrained_posterior(posterior, pair, moved, constrain)
     else:
         variables, dropped = _array_posterior(posterior, pair, moved, prepared)
     if dropped:
-        why = ("free variables or deterministics of the model" if model is not None
-               else "among var_names")
+        why = ("free variables or deterministics of the model"
+               if model is not None or constrain is not None else "among var_names")
         warnings.warn(
             f"posterior variables {dropped} were not moved by SVGD (they are not {why}); "
             "they are left out of the result, whose draws no longer match theirs.",
@@ -296,14 +315,18 @@ def _moved_container(data, model, moved, prepared, *, group, coords, sample_dims
 
 
 _SVGD_PARAMETERS = """\
-    data : array_like, xarray.DataTree, arviz.InferenceData or xarray.Dataset
+    data : array_like, xarray.DataTree, arviz.InferenceData, xarray.Dataset, or a sampler's object
         Initial draws (particles): an array (chain, draw, d) or (draw, d), or a trace
-        (e.g. from ADVI, Pathfinder, unadjusted Langevin or SGLD). All draws of all
-        chains form one set of N = chain * draw interacting particles.
-    model : pymc.Model, optional
+        (e.g. from ADVI, Pathfinder, unadjusted Langevin or SGLD), or a sampler's own
+        object read as :func:`steindiag.ksd` reads it (a numpyro ``MCMC`` after
+        ``.run``, positions given as a JAX pytree with ``log_density=``, an emcee
+        ``EnsembleSampler``, a Stan fit with its model). All draws of all chains form
+        one set of N = chain * draw interacting particles.
+    model : pymc.Model or numpyro MCMC, optional
         The model of the trace: particles move in its unconstrained space (value
         variables) along grad of ``model.logp(jacobian=True)``, evaluated at every step
-        by the model's batched score graph.
+        by the model's batched score graph. A numpyro ``MCMC`` with its ArviZ trace:
+        the score of numpyro's potential, by ``jax.grad``.
     compile_mode : str or pytensor.compile.mode.Mode, optional
         With ``model``: the PyTensor mode of the model's score graph (as in
         :func:`steindiag.ksd`).
@@ -311,6 +334,11 @@ _SVGD_PARAMETERS = """\
         grad log p instead of ``model``: a callable on the flat parameter vector (the
         space of the draws as given), evaluated at every step. An array of scores is
         an error: the draws move.
+    log_density : callable, optional
+        A JAX-traceable log p of one position (a flat vector, or a pytree shaped like
+        the leaves of ``data``), with ``score=None`` and no model: the score is derived
+        as ``jax.jit(jax.vmap(jax.grad(log_density)))`` in float64, as in
+        :func:`steindiag.ksd`. Read for nothing else.
     n_steps : int, default 500
         Number of SVGD updates.
     step_size : float, default 0.01
@@ -360,7 +388,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
                       kernel="imq", bandwidth="median", standardize=True, ksd_every=1,
                       batched=True, group="posterior", var_names=None, coords=None,
                       sample_dims=None, method="auto", progress=None, step_decay=10.0,
-                      keep="best", compile_mode=None):
+                      keep="best", compile_mode=None, log_density=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
 
     Parameters
@@ -463,24 +491,33 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     """
     _svgd_iv(score, n_steps, step_size, kernel, bandwidth, standardize, ksd_every, method,
              progress, step_decay, keep)
-    if is_jax_input(data, model, score, None, is_labelled(data)):
+    jax_input = is_jax_input(data, model, score, log_density, is_labelled(data))
+    if log_density is not None and not jax_input:
         raise TypeError(
-            "stein_variational does not read a numpyro MCMC or positions given as a JAX "
-            "pytree: pass the unconstrained draws as a (chain, draw, d) array with score= "
-            "(e.g. jax.jit(jax.vmap(jax.grad(log_density))) wrapped in np.asarray).")
-    if score is None and model is None and not is_ecosystem_input(data):
+            "stein_variational reads log_density= only to derive the score by jax.grad (a "
+            "JAX-traceable log density, with score=None and no model): SVGD itself needs "
+            "the score alone.")
+    if score is None and model is None and not (jax_input or is_ecosystem_input(data)):
         raise TypeError(
-            "SVGD evaluates the score at every step: pass score= (a callable) or a PyMC "
-            "model with a trace (gradients stored in a trace, e.g. by nutpie, are valid "
+            "SVGD evaluates the score at every step: pass score= (a callable), a PyMC "
+            "model with a trace, a JAX log_density=, or a sampler's own object (numpyro "
+            "MCMC, emcee, Stan) (gradients stored in a trace, e.g. by nutpie, are valid "
             "only at the stored draws)."
         )
     data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, compile_mode=compile_mode,
+        log_density=log_density,
     )
     data, model, score, _, batched = as_plain_sources(pending, data, model, score, None,
                                                       batched)
+    # A numpyro MCMC or a JAX log density: its trace and derived score from here on (a
+    # batched function of flat vectors, evaluated at the particles at every step).
+    if pending.container is not None:
+        batched = True
+    data, model, score, _, sample_dims = pending.resolve(data, model, score, log_density,
+                                                         sample_dims)
     n_chain, n_draw, d = pending.draws.shape
     n = n_chain * n_draw
     try:
@@ -572,6 +609,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         result_draws = _moved_container(
             data, model, moved, prepared, group=group, coords=coords,
             sample_dims=sample_dims, attrs=container_attrs,
+            constrain=getattr(pending.target, "constrain", None),
         )
     else:
         result_draws = moved.reshape(np.shape(data))

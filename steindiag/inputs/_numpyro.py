@@ -236,6 +236,8 @@ def read_numpyro(data, model, *, group, var_names, coords, sample_dims, space, n
         target = JaxTarget(_log_density(numpyro_model, args, kwargs, names, shapes),
                            _identity, int(sum(int(np.prod(s, dtype=np.int64)) for s in shapes)),
                            name="numpyro's potential_energy")
+        # Methods that move the draws (SVGD) give back the sites' constrained values.
+        target.constrain = _constrain_function(numpyro_model, args, kwargs, names, shapes)
     with warnings.catch_warnings():
         # The values were mapped to the unconstrained space here, by numpyro's own
         # transforms: a site named like a scale (sigma) whose log is positive in every
@@ -310,6 +312,41 @@ def _log_density(model, args, kwargs, names, shapes):
         return -potential_energy(model, args, kwargs, params)
 
     return log_density
+
+
+def _constrain_function(model, args, kwargs, names, shapes):
+    """(n, d) flat unconstrained vectors -> {site: constrained values (n, ...)}: the latent
+    sites and the deterministic ones, by numpyro's own transforms (``constrain_fn``)."""
+    import jax
+    from numpyro.infer.util import constrain_fn
+
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+    bounds = np.cumsum([0, *sizes])
+
+    def one(flat):
+        params = {name: flat[bounds[k]:bounds[k + 1]].reshape(shapes[k])
+                  for k, name in enumerate(names)}
+        return constrain_fn(model, args, kwargs, params, return_deterministic=True)
+
+    transform = []
+
+    def constrain(points):
+        points = np.asarray(points, dtype=np.float64)
+        pieces = {}
+        with x64():
+            if not transform:
+                transform.append(jax.jit(jax.vmap(one)))
+            for start in range(0, points.shape[0], CHUNK):
+                block = points[start:start + CHUNK]
+                rows = block.shape[0]
+                if rows < CHUNK:   # pad to one chunk size: one compilation
+                    block = np.concatenate([block, np.repeat(block[-1:], CHUNK - rows, 0)])
+                for name, value in transform[0](block).items():
+                    pieces.setdefault(name, []).append(
+                        np.asarray(value, dtype=np.float64)[:rows])
+        return {name: np.concatenate(blocks) for name, blocks in pieces.items()}
+
+    return constrain
 
 
 def _identity(flat):
