@@ -12,7 +12,8 @@ import numpy as np
 import xarray as xr
 
 from steindiag._validate import check_finite
-from steindiag.inputs import as_trace, read_input
+from steindiag.engine.progress import check_progress
+from steindiag.inputs import as_trace, is_labelled, read_input
 
 __all__ = ["add_scores"]
 
@@ -61,9 +62,9 @@ def _with_group(trace, name, dataset):
     return az.InferenceData(**groups)
 
 
-def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="auto",
+def add_scores(trace, model=None, *, group="posterior", compile_mode=None, strategy="auto",
                chunk_size=None, progress=None):
-    """Evaluate a PyMC model's scores once and store them in the trace.
+    """Evaluate a PyMC (or numpyro) model's scores once and store them in the trace.
 
     Every function of steindiag then reads the returned trace without ``model=``: the
     stored unconstrained draws and scores are used as they are, with the same numbers
@@ -72,10 +73,16 @@ def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="
 
     Parameters
     ----------
-    trace : arviz.InferenceData or xarray.DataTree
-        The output of ``pm.sample`` (InferenceData on ArviZ 0.x, DataTree on ArviZ 1.x).
-    model : pymc.Model
-        The model that produced the trace.
+    trace : arviz.InferenceData, xarray.DataTree or numpyro MCMC
+        The output of ``pm.sample`` (InferenceData on ArviZ 0.x, DataTree on ArviZ 1.x);
+        or a numpyro ``MCMC`` after ``.run``, whose trace (as ``az.from_numpyro`` makes
+        it, divergences included) is returned with the scores.
+    model : pymc.Model or numpyro MCMC
+        The model that produced the trace (the ``MCMC`` for a trace of a numpyro run;
+        None when ``trace`` is the ``MCMC``). For numpyro the scores are those of its
+        potential (``jax.grad``, in float64, as :func:`steindiag.ksd` computes them) at
+        the latent sites' unconstrained values, and ``compile_mode``, ``strategy`` and
+        ``chunk_size`` do not apply.
     group : {"posterior", "warmup_posterior"}, default "posterior"
         Group holding the draws; the scores go to its sampler statistics group
         (``sample_stats`` or ``warmup_sample_stats``).
@@ -148,13 +155,18 @@ def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="
     >>> scored = steindiag.add_scores(idata, model)                  # doctest: +SKIP
     >>> steindiag.ksd(scored)["ksd_pooled"]   # no model: the stored scores  # doctest: +SKIP
     """
+    from steindiag.inputs._numpyro import is_numpyro_mcmc
+
+    if is_numpyro_mcmc(trace) or is_numpyro_mcmc(model):
+        return _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size,
+                                   progress)
     trace = as_trace(trace, model)   # a MultiTrace: the InferenceData / DataTree of it
     _add_scores_iv(trace, model, group, strategy, progress)
     pending = read_input(trace, model, group=group, compile_mode=compile_mode,
                          need_score=False)
     from steindiag import __version__
     from steindiag.inputs import _pymc
-    from steindiag.inputs._trace import _STORED_LABEL, _STORED_MARK, _get_group, _nutpie_labels
+    from steindiag.inputs._trace import _STORED_MARK, _nutpie_labels
 
     layout = _pymc.model_layout(model)
     mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
@@ -177,6 +189,14 @@ def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="
         "score_strategy": chosen,
         "steindiag_version": __version__,
     }
+    return _stored(trace, group, pending, scores, _nutpie_labels(layout), attrs)
+
+
+def _stored(trace, group, pending, scores, unconstrained_labels, attrs):
+    """``trace`` with the unconstrained draws of ``pending`` and their ``scores`` in the
+    sampler statistics group of ``group`` (nutpie's layout, plus steindiag's labels)."""
+    from steindiag.inputs._trace import _STORED_LABEL, _get_group
+
     dims = ("chain", "draw", _PARAMETER_DIM)
     stored = xr.Dataset(
         {
@@ -184,7 +204,7 @@ def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="
             "gradient": (dims, scores, attrs),
         },
         coords={"chain": pending.chain, "draw": pending.draw,
-                _PARAMETER_DIM: _nutpie_labels(layout),
+                _PARAMETER_DIM: unconstrained_labels,
                 _STORED_LABEL: (_PARAMETER_DIM, np.asarray(pending.parameter, dtype=str))},
     )
     stats_name = _STATS_GROUPS[group]
@@ -196,3 +216,44 @@ def add_scores(trace, model, *, group="posterior", compile_mode=None, strategy="
                  if name in stats.variables]
         stats = stats.drop_vars(stale).merge(stored, join="left", compat="override")
     return _with_group(trace, stats_name, stats)
+
+
+def _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size, progress):
+    """``add_scores`` for a numpyro MCMC, or a trace of one with its MCMC."""
+    given = [name for name, value, default in (("compile_mode", compile_mode, None),
+                                               ("strategy", strategy, "auto"),
+                                               ("chunk_size", chunk_size, None))
+             if value != default]
+    if given:
+        raise TypeError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to PyMC models "
+            "only: a numpyro model's scores are jax.vmap(jax.grad(...)) of its potential, "
+            "evaluated in chunks.")
+    if group != "posterior":
+        raise ValueError(
+            f"group must be 'posterior' with a numpyro MCMC (its draws); got {group!r}.")
+    check_progress(progress)
+    if not is_labelled(trace) and model is not None:
+        raise TypeError(
+            "trace is a numpyro MCMC, which carries its own model: model must be None (got "
+            f"{type(model).__name__}).")
+    if is_labelled(trace):
+        _add_scores_iv(trace, model, group, strategy, progress)
+    from steindiag import __version__
+    from steindiag.inputs._trace import _STORED_MARK
+
+    pending = read_input(trace, model, group=group)
+    prepared = pending.with_scores()
+    check_finite(prepared.scores, "scores", prepared.chain, prepared.draw)
+    attrs = {
+        _STORED_MARK: "unconstrained draws and grad log p of the model at them",
+        "space": "unconstrained",
+        "jacobian": "included",
+        "log_density": prepared.attrs.get("log_density", "-potential_energy (numpyro)"),
+        "free_variables": list(prepared.attrs.get("latent_sites", [])),
+        "transforms": list(prepared.attrs.get("transforms", [])),
+        "score_strategy": "jax.jit(jax.vmap(jax.grad(-potential_energy)))",
+        "steindiag_version": __version__,
+    }
+    return _stored(pending.container, group, prepared, prepared.scores,
+                   list(prepared.parameter), attrs)

@@ -7,6 +7,7 @@ divergence flags; central finite differences of log p in float64; closed-form sc
 Gaussian targets. Skipped cleanly where jax, numpyro or blackjax is not installed.
 """
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -397,3 +398,30 @@ def test_stein_variational_moves_a_numpyro_mcmc_and_returns_its_sites(non_centre
         posterior["theta"].values,
         posterior["mu"].values[..., None]
         + posterior["tau"].values[..., None] * posterior["theta_tilde"].values, rtol=1e-12)
+
+
+def test_add_scores_stores_a_numpyro_run(centred_mcmc):
+    draws, score, _, _ = _recipe_glue(centred_mcmc)
+    diverging = np.asarray(centred_mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+    import arviz as az
+
+    for scored in (steindiag.add_scores(centred_mcmc),
+                   steindiag.add_scores(az.from_numpyro(centred_mcmc), centred_mcmc)):
+        stats = scored["sample_stats"]
+        # Truth: the former recipe's unconstrained draws and its batched jax.grad.
+        np.testing.assert_allclose(stats["unconstrained_draw"].values, draws, rtol=1e-12,
+                                   atol=1e-14)
+        expected = score(draws.reshape(-1, draws.shape[2])).reshape(draws.shape)
+        np.testing.assert_allclose(stats["gradient"].values, expected, rtol=1e-10, atol=1e-12)
+        # Read back with no model: the stored numbers, the sites' labels, numpyro's
+        # divergences.
+        res = steindiag.diagnose(scored, rng=0, n_bootstrap=200, n_permutations=200)
+        assert res.attrs["score_source"] == "stored"
+        assert json.loads(res.attrs["parameters"])[:3] == ["mu", "tau", "theta[0]"]
+        np.testing.assert_array_equal(res["divergences"].values, diverging.sum(axis=1))
+    with pytest.raises(TypeError, match="strategy applies to PyMC models only"):
+        steindiag.add_scores(centred_mcmc, strategy="batched")
+    with pytest.raises(ValueError, match="group must be 'posterior'"):
+        steindiag.add_scores(centred_mcmc, group="warmup_posterior")
+    with pytest.raises(TypeError, match="model must be None"):
+        steindiag.add_scores(centred_mcmc, centred_mcmc)
