@@ -136,9 +136,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     progress : bool or None, default None
         Progress bar for Frank-Wolfe and the blocks (None: only when interactive and the
         solve is expected to be long). Ctrl-C stops the products K_p w and the
-        Frank-Wolfe iterations within about a second (calls of about 0.25 s of work);
-        the exact active-set solver (``method="active-set"``, and each block of
-        ``"blocks"``, about 1.5 s) runs as one compiled call and stops at its end.
+        Frank-Wolfe iterations within about a second (calls of about 0.25 s of work),
+        and the exact active-set solver (``method="active-set"``, and each block of
+        ``"blocks"``) between blocks of points (it runs in a worker thread).
 {checks}
 
     Returns

@@ -46,6 +46,17 @@ CASES = {
         patch=("import steindiag.engine.products as products\n"
                "products.kernel_matvec = marked(products.kernel_matvec)"),
         call="steindiag.stein_weights(x, score=-x, **quiet(steindiag.stein_weights))"),
+    # The exact active set, matrix-free (N = 4000, d = 3: about 20 s in one compiled call,
+    # run in a worker thread that checks a stop flag between blocks of points).
+    "stein_weights_active_set": dict(
+        label="stein_weights, active set (N = 4000, d = 3: the compiled solver)",
+        setup=("x = 1.15 * rng.standard_normal((2, 2000, 3))\n"
+               "small = x[:, :50]\nsteindiag.stein_weights(small, score=-small, "
+               "method='active-set')"),
+        patch=("import steindiag.methods.weights as module\n"
+               "module.lawson_hanson = marked(module.lawson_hanson)"),
+        call=("steindiag.stein_weights(x, score=-x, method='active-set', "
+              "**quiet(steindiag.stein_weights))")),
     # 4 x 3000 draws, 1000 replicates: the bootstrap pass is about 1.5e11 flops.
     "ksd_test": dict(
         label="ksd_test (4 x 3000, d = 5, B = 1000: bootstrap pass)",

@@ -142,7 +142,7 @@ def test_stein_thin_in_many_calls_selects_as_in_one(monkeypatch):
 # -- Ctrl-C -------------------------------------------------------------------------------
 
 # The child programs: tests/ctrlc_cases.py (shared with benchmarks/bench_progress.py).
-_CASES = ("stein_weights", "ksd_test", "mmd")
+_CASES = ("stein_weights", "stein_weights_active_set", "ksd_test", "mmd")
 
 
 def _lines(stream, out):

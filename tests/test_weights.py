@@ -331,7 +331,8 @@ def test_active_set_factor_and_matrix_free_agree_with_the_reference():
         (factor, None, np.einsum("ij,ij->i", factor, factor)),
         (None, matrix_free_kernel(points, scale), diagonal),
     ]:
-        u, _, converged, _ = lawson_hanson(F, kernel, diag, 1e-8, floor, 10_000, 128, 600)
+        u, _, converged, _ = lawson_hanson(F, kernel, diag, 1e-8, floor, 10_000, 128, 600,
+                                           np.zeros(1, np.int8))
         assert converged
         w = u / u.sum()
         values.append(w)

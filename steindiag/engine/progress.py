@@ -10,12 +10,13 @@ same, bit for bit, as from one call over all units.
 
 import contextlib
 import sys
+import threading
 import time
 
 import numpy as np
 
 __all__ = ["CHUNK_SECONDS", "CONSERVATIVE_FLOPS", "ONE_THREAD_FLOPS", "check_progress",
-           "make_progress", "progress_bar", "run_in_passes"]
+           "make_progress", "progress_bar", "run_in_passes", "run_stoppable"]
 
 # Show a bar automatically only for passes expected to take longer than this (seconds).
 _AUTO_SECONDS = 5.0
@@ -136,3 +137,36 @@ def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None, seria
         compute(int(lo), int(hi))
         if bar is not None:
             bar.update(int(round(cumulative[hi] - cumulative[lo])))
+
+
+def run_stoppable(solve):
+    """``solve(stop)`` in a worker thread, so that Ctrl-C reaches the caller meanwhile.
+
+    For a compiled solver that cannot be split into passes (its state lives inside one
+    call: the active set's support and factor): it must release the GIL (``nogil``) and
+    return soon after ``stop[0]`` (an int8 (1,) array) is set. The calling thread waits
+    in slices of 0.1 s; on KeyboardInterrupt it sets ``stop``, waits for the solver to
+    return (one block of its work) and raises. Exceptions of ``solve`` are re-raised
+    here.
+    """
+    stop = np.zeros(1, dtype=np.int8)
+    outcome = {}
+
+    def work():
+        try:
+            outcome["value"] = solve(stop)
+        except BaseException as err:   # noqa: BLE001 (re-raised in the caller's thread)
+            outcome["error"] = err
+
+    worker = threading.Thread(target=work, name="steindiag-solver", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        stop[0] = 1
+        worker.join()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -301,8 +301,8 @@ def _remove(L, k, t, support, z, in_support, work, y):
     return k - 1
 
 
-@nb.njit(cache=True)
-def lawson_hanson(F, kp, diagonal, tol, floor, max_iter, n_candidates, max_support):
+@nb.njit(cache=True, nogil=True)
+def lawson_hanson(F, kp, diagonal, tol, floor, max_iter, n_candidates, max_support, stop):
     """Lawson-Hanson on the NNLS form of min w^T K w over the simplex.
 
     Parameters
@@ -321,6 +321,9 @@ def lawson_hanson(F, kp, diagonal, tol, floor, max_iter, n_candidates, max_suppo
     n_candidates : int, points repriced between full pricings
     max_support : int, stop (not converged) rather than let the support's factor grow
         beyond this many points (8 max_support^2 bytes)
+    stop : int8 (1,), read before every block of points: nonzero, return at once (not
+        converged). Set by another thread (the solver releases the GIL): Ctrl-C
+        (``steindiag.engine.progress.run_stoppable``).
 
     Returns
     -------
@@ -385,6 +388,8 @@ def lawson_hanson(F, kp, diagonal, tol, floor, max_iter, n_candidates, max_suppo
             converged = True
             break
         while iterations < max_iter:
+            if stop[0]:
+                return _scatter(support, z, k, n), iterations, False, max_dual
             # The block: the most violating candidates still eligible, best first.
             limit = min(_BLOCK_MAX, max(1, k // 8), max_iter - iterations)
             if single:

@@ -171,10 +171,11 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX
         max_iter = 20 * n + 1000
     limit = _available_memory() if memory_limit is None else memory_limit
     max_support = int(min(n, support_limit, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
-    u, iterations, finished, _ = lawson_hanson(
+    # In a worker thread, so that Ctrl-C stops it between blocks of points.
+    u, iterations, finished, _ = _progress.run_stoppable(lambda stop: lawson_hanson(
         F, kernel, gram_diagonal, float(tol), float(floor / scale), int(max_iter),
-        _CANDIDATES, max_support,
-    )
+        _CANDIDATES, max_support, stop,
+    ))
     del F
     if not np.any(u > 0):
         raise SteinWeightsError("stein_weights: the active-set solver returned no weights.")
@@ -214,7 +215,7 @@ def _simplex_qp(matrix, tol):
     diagonal = np.einsum("ij,ij->i", factor, factor)
     floor = _FLOOR_EPS * np.finfo(np.float64).eps * np.sqrt(size) * float(diagonal.max())
     u, _, _, _ = lawson_hanson(factor, None, diagonal, float(tol), floor,
-                               20 * size + 1000, _CANDIDATES, size)
+                               20 * size + 1000, _CANDIDATES, size, np.zeros(1, np.int8))
     if not np.any(u > 0):
         return np.full(size, 1.0 / size)
     return u / u.sum()
