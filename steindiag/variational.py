@@ -426,7 +426,9 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     Raises
     ------
     TypeError
-        ``score`` is an array (the draws move); wrong argument types.
+        ``score`` is an array (the draws move); no score source (``score``, a model, a
+        JAX ``log_density`` or a sampler's object); ``log_density`` with a score or a
+        model; wrong argument types.
     ValueError
         Invalid settings; particles or scores that become non-finite (a step size too
         large); most particles at one point with ``bandwidth="median"``.
