@@ -202,11 +202,23 @@ def test_pystan_selection_and_errors(pystan_recipe):
 # --------------------------------------------------------------------------------------
 
 
+def _as_ctypes_array(x):
+    # bridgestan passes arrays to C through numpy.ctypeslib.ndpointer(float64, C_CONTIGUOUS),
+    # which raises ctypes.ArgumentError on anything else
+    import ctypes
+
+    if not (isinstance(x, np.ndarray) and x.dtype == np.float64 and x.flags.c_contiguous):
+        raise ctypes.ArgumentError("argument 2: TypeError: array must have data type float64 "
+                                   "and flags ['C_CONTIGUOUS']")
+    return x
+
+
 class _FakeBridgeStanModel:
     """mu ~ N(0, 1), sigma ~ Exp(1); Stan's unconstrained space is (mu, log sigma).
 
-    Follows bridgestan.StanModel's documented methods; log p with the Jacobian is
-    -mu^2 / 2 - exp(z) + z for z = log sigma.
+    Follows bridgestan.StanModel (checked against BridgeStan 2.5.0 with a compiled model,
+    benchmarks/check_bridgestan.py): the signatures, and its arrays must be float64 and
+    C-contiguous. log p with the Jacobian is -mu^2 / 2 - exp(z) + z for z = log sigma.
     """
 
     def param_names(self, *, include_tp=False, include_gq=False):
@@ -216,14 +228,15 @@ class _FakeBridgeStanModel:
         return ["mu", "sigma"]
 
     def param_unconstrain(self, theta, *, out=None):
+        theta = _as_ctypes_array(theta)
         return np.array([theta[0], np.log(theta[1])])
 
     def log_density(self, theta_unc, *, propto=True, jacobian=True):
-        mu, z = theta_unc
+        mu, z = _as_ctypes_array(theta_unc)
         return -0.5 * mu**2 - np.exp(z) + (z if jacobian else 0.0)
 
     def log_density_gradient(self, theta_unc, *, propto=True, jacobian=True, out=None):
-        mu, z = theta_unc
+        mu, z = _as_ctypes_array(theta_unc)
         return (self.log_density(theta_unc, jacobian=jacobian),
                 np.array([-mu, -np.exp(z) + (1.0 if jacobian else 0.0)]))
 
@@ -255,10 +268,60 @@ def test_cmdstanpy_with_bridgestan_model():
     np.testing.assert_allclose(prepared.scores[..., 1], 1.0 - columns[..., 3], rtol=1e-12)
     assert prepared.parameter == ["mu", "sigma"]
     pending = read_input(fit, model)
+    # points of any memory layout (BridgeStan takes C-contiguous float64 only)
+    points = np.asfortranarray(prepared.draws.reshape(-1, 2))
+    np.testing.assert_array_equal(pending.score_function(points), prepared.scores.reshape(-1, 2))
+    np.testing.assert_array_equal(pending.log_density(points.astype(np.float32)).shape, (600,))
     np.testing.assert_array_equal(pending.sampler_warnings.divergences,
                                   columns[..., 1].sum(axis=1))
     res = steindiag.diagnose(fit, model, missing_mass=False, rng=0)
     assert "divergences" in res
+
+
+class _FakeBridgeStanVector(_FakeBridgeStanModel):
+    """theta ~ N(0, I_2): BridgeStan names its coordinates as Stan does, "theta.1"."""
+
+    def param_names(self, *, include_tp=False, include_gq=False):
+        return ["theta.1", "theta.2"]
+
+    def param_unc_names(self):
+        return ["theta.1", "theta.2"]
+
+    def param_unconstrain(self, theta, *, out=None):
+        return _as_ctypes_array(theta).copy()
+
+    def log_density(self, theta_unc, *, propto=True, jacobian=True):
+        return -0.5 * float(_as_ctypes_array(theta_unc) @ theta_unc)
+
+    def log_density_gradient(self, theta_unc, *, propto=True, jacobian=True, out=None):
+        return self.log_density(theta_unc), -_as_ctypes_array(theta_unc)
+
+
+@pytest.mark.parametrize("columns", [("theta[1]", "theta[2]"), ("theta.1", "theta.2")])
+def test_cmdstanpy_columns_of_a_vector_parameter(columns):
+    # CmdStanPy's column_names are "theta[1]" (its munge of CmdStan's "theta.1"), BridgeStan's
+    # param_names "theta.1": both spellings are matched (found with real CmdStanPy 1.3.2 and
+    # BridgeStan 2.5.0, benchmarks/check_bridgestan.py).
+    fit = _FakeCmdStanMCMC()
+    fit.column_names = ("lp__", "divergent__", *columns)
+    prepared = read_input(fit, _FakeBridgeStanVector()).with_scores()
+    columns = np.swapaxes(fit._draws, 0, 1)
+    np.testing.assert_array_equal(prepared.draws, columns[..., 2:])
+    np.testing.assert_array_equal(prepared.scores, -columns[..., 2:])
+    assert prepared.parameter == ["theta[0]", "theta[1]"]
+    fit.column_names = ("lp__", "divergent__", "phi[1]", "phi[2]")
+    with pytest.raises(ValueError, match=r"no column\(s\) \['theta\[1\]', 'theta\[2\]'\]"):
+        read_input(fit, _FakeBridgeStanVector())
+
+
+def test_stan_labels_of_complex_and_matrix_names():
+    from steindiag.inputs._stan import _arviz_label, _cmdstanpy_column
+
+    assert _arviz_label("Omega.2.1") == "Omega[1, 0]"
+    assert _arviz_label("zc.real") == "zc[real]"
+    assert _cmdstanpy_column("Omega.2.1") == "Omega[2,1]"
+    assert _cmdstanpy_column("zc.imag") == "zc[imag]"
+    assert _cmdstanpy_column("x:1.2") == "x.1[2]"
 
 
 def test_cmdstanpy_without_model_names_what_to_install():

@@ -134,11 +134,30 @@ def _selection(coords, n_chain, n_draw):
 
 
 def _arviz_label(stan_name):
-    """Stan's flat name ("theta.1", "Omega.2.1") as ArviZ labels it ("theta[0]", "Omega[1, 0]")."""
+    """Stan's flat name ("theta.1", "Omega.2.1") as ArviZ labels it ("theta[0]", "Omega[1, 0]").
+
+    Parts that are not indices are kept: a complex parameter's "z.real", "z.imag" (Stan's
+    and BridgeStan's names) are "z[real]", "z[imag]".
+    """
     name, *index = stan_name.split(".")
     if not index:
         return name
-    return f"{name}[{', '.join(str(int(i) - 1) for i in index)}]"
+    return f"{name}[{', '.join(str(int(i) - 1) if i.isdigit() else i for i in index)}]"
+
+
+def _cmdstanpy_column(stan_name):
+    """Stan's flat name as CmdStanPy names the fit's column ("theta.1" -> "theta[1]").
+
+    CmdStan's CSV header and BridgeStan's ``param_names`` use Stan's names ("theta.1",
+    "Omega.2.1", "z.real", tuples "x:1"); CmdStanPy (``column_names``) rewrites them as its
+    ``munge_varname`` does: "theta[1]", "Omega[2,1]", "z[real]", "x.1".
+    """
+    parts = stan_name.split(":")
+    for k, part in enumerate(parts):
+        if "." in part:
+            name, *index = part.split(".")
+            parts[k] = f"{name}[{','.join(index)}]"
+    return ".".join(parts)
 
 
 # --------------------------------------------------------------------------------------
@@ -208,12 +227,17 @@ class _BridgeStan:
         self.draws = np.asarray(fit.draws(concat_chains=False), dtype=np.float64)
         self.n_draw, self.n_chain = self.draws.shape[:2]
         names = list(model.param_names())
-        missing = [name for name in names if name not in self.columns]
+        # BridgeStan names "theta.1" what CmdStanPy's column_names call "theta[1]" (CmdStan's
+        # CSV header has "theta.1"): either spelling is matched.
+        found = {name: name if name in self.columns else _cmdstanpy_column(name)
+                 for name in names}
+        missing = [name for name, column in found.items() if column not in self.columns]
         if missing:
             raise ValueError(
-                f"the CmdStanPy fit has no column(s) {missing[:6]} of the BridgeStan model's "
-                "parameters: the model and the fit are not of the same program.")
-        self.index = [self.columns.index(name) for name in names]
+                f"the CmdStanPy fit has no column(s) {[found[n] for n in missing[:6]]} of "
+                f"the BridgeStan model's parameters {missing[:6]} (its columns: "
+                f"{self.columns[:10]}): the model and the fit are not of the same program.")
+        self.index = [self.columns.index(found[name]) for name in names]
 
     def constrained(self, chain, draw):
         return np.moveaxis(self.draws[:, :, self.index], 0, 1)[np.ix_(chain, draw)]
@@ -221,12 +245,15 @@ class _BridgeStan:
     def unconstrain(self, values, c, t):
         return self.model.param_unconstrain(np.ascontiguousarray(values[c, t]))
 
+    # BridgeStan hands arrays to C through ctypes: float64 and C-contiguous, or it raises
+    # ctypes.ArgumentError (a row of a Fortran-ordered (n, d) array is not contiguous).
     def score(self, z):
-        return self.model.log_density_gradient(np.asarray(z, dtype=np.float64),
+        return self.model.log_density_gradient(np.ascontiguousarray(z, dtype=np.float64),
                                                jacobian=True)[1]
 
     def log_density(self, z):
-        return self.model.log_density(np.asarray(z, dtype=np.float64), jacobian=True)
+        return self.model.log_density(np.ascontiguousarray(z, dtype=np.float64),
+                                      jacobian=True)
 
     def labels(self, z):
         return [_arviz_label(name) for name in self.model.param_unc_names()], ""
