@@ -6,7 +6,8 @@ log-normal targets, and the user guide's pystan recipe, whose hand-written glue
 (unconstrain_pars / grad_log_prob draw by draw) is an independent path to the same
 numbers. BridgeStan is exercised through a duck-typed model that follows its documented
 API (``param_names``, ``param_unc_names``, ``param_unconstrain``, ``log_density``,
-``log_density_gradient``): the real library needs Stan's sources downloaded at run time.
+``log_density_gradient``): the real library needs Stan's sources downloaded at run time;
+benchmarks/check_bridgestan.py checks the same path against a compiled BridgeStan model.
 """
 
 import runpy
