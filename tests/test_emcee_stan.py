@@ -10,9 +10,7 @@ API (``param_names``, ``param_unc_names``, ``param_unconstrain``, ``log_density`
 benchmarks/check_bridgestan.py checks the same path against a compiled BridgeStan model.
 """
 
-import runpy
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +19,6 @@ import xarray as xr
 import steindiag
 from steindiag.inputs import read_input
 
-RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
 
 # A Gaussian target with a closed-form score: precision matrix PRECISION.
 PRECISION = np.array([[2.0, 0.6, 0.0], [0.6, 1.0, 0.2], [0.0, 0.2, 0.5]])
@@ -159,12 +156,7 @@ def test_diagnose_reads_an_ensemble_as_one_chain(sampler):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pystan_recipe():
-    pytest.importorskip("stan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return runpy.run_path(str(RECIPES / "recipe_pystan.py"), run_name="__main__")
+# The fixture pystan_recipe (the user guide's recipe, run once): tests/conftest.py.
 
 
 def test_pystan_in_one_call(pystan_recipe):
