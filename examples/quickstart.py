@@ -15,6 +15,7 @@ Run:  python examples/quickstart.py    (or `make example`; about 15 s on 2 cores
 Writes examples/output/quickstart.png.
 """
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -48,7 +49,7 @@ def eight_schools():
 def print_table(res):
     print(f"KSD of {res.attrs['n_chain']} chains x {res.attrs['n_draw']} draws, "
           f"d = {res.attrs['n_parameter']} unconstrained parameters "
-          f"({', '.join(res.attrs['value_variables'])})\n")
+          f"({', '.join(json.loads(res.attrs['value_variables']))})\n")
     print(f"{'':>8}  {'KSD':>7}  {'i.i.d. floor':>12}  {'KSD / floor':>11}  {'KSD^2 (U)':>10}")
     rows = [(f"chain {c}", res["ksd"].sel(chain=c), res["ksd_iid"].sel(chain=c),
              res["ksd2_u"].sel(chain=c)) for c in res["chain"].values]
