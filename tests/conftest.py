@@ -4,6 +4,7 @@ import runpy
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 RECIPES = Path(__file__).resolve().parent.parent / "examples" / "recipes"
@@ -21,3 +22,20 @@ def pystan_recipe():
         namespace = runpy.run_path(str(path), run_name="__main__")
     namespace["recipe_warnings"] = [str(w.message) for w in caught if w.filename == str(path)]
     return namespace
+
+
+@pytest.fixture(scope="session")
+def small_pymc_model_and_trace():
+    """mu, sigma > 0 and four observations (a PyMC model), with a posterior group of 2 x 30
+    draws as a DataTree: a model whose graphs compile in seconds in any PyTensor mode."""
+    pm = pytest.importorskip("pymc")
+    import xarray as xr
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 2.0)
+        sigma = pm.HalfNormal("sigma", 1.5)
+        pm.Normal("y", mu, sigma, observed=[0.3, -1.2, 0.8, 2.0])
+    rng = np.random.default_rng(0)
+    posterior = xr.Dataset({"mu": (("chain", "draw"), rng.normal(size=(2, 30))),
+                            "sigma": (("chain", "draw"), rng.gamma(2.0, 0.5, size=(2, 30)))})
+    return model, xr.DataTree.from_dict({"posterior": posterior})

@@ -11,7 +11,6 @@ import json
 import warnings
 
 import numpy as np
-import xarray as xr
 import pytest
 
 pm = pytest.importorskip("pymc")
@@ -72,26 +71,16 @@ def _per_draw_scores(model, flat):
 # ------------------------------------------------------------------------------------
 
 
-def _small_model_and_trace():
-    """mu, sigma > 0 and four observations, with a posterior group of 2 x 30 draws."""
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0.0, 2.0)
-        sigma = pm.HalfNormal("sigma", 1.5)
-        pm.Normal("y", mu, sigma, observed=[0.3, -1.2, 0.8, 2.0])
-    rng = np.random.default_rng(0)
-    posterior = xr.Dataset({"mu": (("chain", "draw"), rng.normal(size=(2, 30))),
-                            "sigma": (("chain", "draw"), rng.gamma(2.0, 0.5, size=(2, 30)))})
-    return model, xr.DataTree.from_dict({"posterior": posterior})
-
-
 @pytest.mark.parametrize("mode", ["NUMBA", "FAST_COMPILE"])
-def test_compile_mode_gives_pymc_scores(lkj_model, lkj_trace, mode):
+def test_compile_mode_gives_pymc_scores(lkj_model, lkj_trace, small_pymc_model_and_trace,
+                                        mode):
     # Truth: PyMC's own compile_dlogp, draw by draw, at the same unconstrained draws.
     from steindiag.inputs import read_input
 
     # NUMBA on a small model: compiling the LKJ graph in NUMBA mode takes about a minute
     # on PyMC 5 (the mode is passed through the same way whatever the model).
-    model, trace = (lkj_model, lkj_trace) if mode == "FAST_COMPILE" else _small_model_and_trace()
+    model, trace = ((lkj_model, lkj_trace) if mode == "FAST_COMPILE"
+                    else small_pymc_model_and_trace)
     prepared = read_input(trace, model, compile_mode=mode).with_scores()
     assert prepared.attrs["pytensor_mode"] == mode
     flat = prepared.draws.reshape(-1, prepared.draws.shape[2])

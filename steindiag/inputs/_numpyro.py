@@ -299,17 +299,26 @@ def _unconstrained_dataset(model, args, kwargs, sites, posterior):
     return xr.Dataset(variables, coords=coords)
 
 
+def _unflatten(names, shapes):
+    """flat vector -> {site: its block, reshaped}: sites in ``names`` order, C order."""
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
+    bounds = np.cumsum([0, *sizes])
+
+    def unflatten(flat):
+        return {name: flat[bounds[k]:bounds[k + 1]].reshape(shapes[k])
+                for k, name in enumerate(names)}
+
+    return unflatten
+
+
 def _log_density(model, args, kwargs, names, shapes):
     """log p of the flat unconstrained vector: -potential_energy, sites in ``names`` order."""
     from numpyro.infer.util import potential_energy
 
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
-    bounds = np.cumsum([0, *sizes])
+    unflatten = _unflatten(names, shapes)
 
     def log_density(flat):
-        params = {name: flat[bounds[k]:bounds[k + 1]].reshape(shapes[k])
-                  for k, name in enumerate(names)}
-        return -potential_energy(model, args, kwargs, params)
+        return -potential_energy(model, args, kwargs, unflatten(flat))
 
     return log_density
 
@@ -320,13 +329,10 @@ def _constrain_function(model, args, kwargs, names, shapes):
     import jax
     from numpyro.infer.util import constrain_fn
 
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
-    bounds = np.cumsum([0, *sizes])
+    unflatten = _unflatten(names, shapes)
 
     def one(flat):
-        params = {name: flat[bounds[k]:bounds[k + 1]].reshape(shapes[k])
-                  for k, name in enumerate(names)}
-        return constrain_fn(model, args, kwargs, params, return_deterministic=True)
+        return constrain_fn(model, args, kwargs, unflatten(flat), return_deterministic=True)
 
     transform = []
 
