@@ -1,0 +1,116 @@
+"""Behaviour snapshot: every public function's results, bit for bit, as stored.
+
+The safety net of refactors that must change no result (issue 34). Each case of
+``tests/snapshot/cases.py`` (one public call on fixed inputs, every random choice seeded)
+is recomputed and compared with the files ``tests/snapshot/make_snapshot.py`` wrote under
+``tests/snapshot/data/<stack>/`` (``pymc5`` on PyMC 5 / ArviZ 0.x, ``pymc6`` on PyMC 6 /
+ArviZ 1.x: rounding may differ between stacks):
+
+- every data variable and coordinate equal bitwise (NaN equal to NaN), same dims, same
+  dtype (the in-memory dtype through the structure in ``<case>.txt``), same attrs (except
+  ``snapshot_io.IGNORED_ATTRS``, whose values vary by install or time);
+- the same text: type, structure, report (``print`` of a Diagnosis, ``repr`` of a
+  dataclass result) and warnings (category and message);
+- for plots, the same drawn arrays and strings (``<case>.json``).
+
+A result that changes on purpose: regenerate with ``python tests/snapshot/make_snapshot.py
+[CASE ...]`` on both stacks, and say why in the commit. A case that can only be matched to
+rounding gets an entry in ``TOLERANCES`` (empty: every case is bitwise).
+"""
+
+import difflib
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+SNAPSHOT = Path(__file__).resolve().parent / "snapshot"
+sys.path.insert(0, str(SNAPSHOT))
+
+import cases  # noqa: E402  (matplotlib with the Agg backend)
+import snapshot_io  # noqa: E402
+
+# Per-case tolerance: {"case_name": {"rtol": 1e-12}} compares that case's floating-point
+# arrays and attrs with assert_allclose(rtol) instead of bitwise; add "compare_text":
+# False only if the printed report rounds differently too. Empty by default.
+TOLERANCES = {}
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def _stack_directory():
+    pytest.importorskip("pymc", reason="the snapshot's stack is named by PyMC's version")
+    directory = snapshot_io.data_dir()
+    if not directory.is_dir():
+        pytest.skip(f"no snapshot for stack {directory.name!r} (no directory {directory}); "
+                    f"write it on this stack with `{snapshot_io.REGENERATE}`")
+    return directory
+
+
+def _missing(message):
+    pytest.fail(f"{message}; regenerate with `{snapshot_io.REGENERATE}` (on this stack)",
+                pytrace=False)
+
+
+@pytest.mark.parametrize("name", list(cases.CASES))
+def test_snapshot(name):
+    function, requires, inputs = cases.CASES[name]
+    for module in requires:
+        pytest.importorskip(module)
+    directory = _stack_directory()
+    tolerance = TOLERANCES.get(name, {})
+    rtol = tolerance.get("rtol")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for build in inputs:
+            build()
+    result, caught = snapshot_io.run_case(function)
+    parts, kind, report, strings = snapshot_io.flatten(result)
+
+    expected_files = {snapshot_io.part_file(name, part) for part in parts} | {f"{name}.txt"}
+    if strings is not None:
+        expected_files.add(f"{name}.json")
+    stored_files = {path.name for path in directory.glob(f"{name}.*")}
+    if not stored_files:
+        _missing(f"no stored snapshot of case {name!r} in {directory}")
+    if expected_files - stored_files:
+        _missing(f"case {name!r}: stored files missing: {sorted(expected_files - stored_files)}")
+    assert not stored_files - expected_files, \
+        f"case {name!r}: the result no longer has {sorted(stored_files - expected_files)}"
+
+    text = snapshot_io.text_of(kind, parts, report, caught)
+    stored_text = (directory / f"{name}.txt").read_text(encoding="utf-8")
+    if tolerance.get("compare_text", True) and text != stored_text:
+        diff = "\n".join(difflib.unified_diff(stored_text.splitlines(), text.splitlines(),
+                                              "stored", "now", lineterm=""))
+        pytest.fail(f"case {name!r}: text (type, structure, report, warnings) differs:\n"
+                    f"{diff}", pytrace=False)
+
+    if strings is not None:
+        stored_strings = json.loads((directory / f"{name}.json").read_text(encoding="utf-8"))
+        assert json.loads(json.dumps(strings)) == stored_strings, \
+            f"case {name!r}: the plot's strings differ"
+
+    for part, ds in parts.items():
+        # The same netCDF3 encoding on both sides, then every value bit for bit.
+        got = snapshot_io.decode(snapshot_io.encode(ds))
+        stored = snapshot_io.decode((directory / snapshot_io.part_file(name, part))
+                                    .read_bytes())
+        snapshot_io.assert_dataset_equal(got, stored, f"case {name!r} part {part!r}", rtol)
+
+
+def test_no_stale_snapshot_files():
+    directory = _stack_directory()
+    stale = sorted(path.name for path in directory.iterdir()
+                   if path.name.split(".")[0] not in cases.CASES)
+    assert not stale, (f"files of no case in {directory}: {stale}; delete them or "
+                       f"regenerate with `{snapshot_io.REGENERATE}`")
