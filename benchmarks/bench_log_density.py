@@ -84,11 +84,11 @@ def main():
 
     import steindiag
     from steindiag.inputs import _pymc
-    from steindiag.inputs._trace import prepare_trace
+    from steindiag.inputs._trace import read_trace
 
     model, posterior = build(args.draws)
     start = time.perf_counter()
-    prepared = prepare_trace(posterior, model)   # compiles the score function (+ log p)
+    prepared = read_trace(posterior, model).with_scores()   # compiles the score function (+ log p)
     first_scores = time.perf_counter() - start
     flat = prepared.draws.reshape(-1, prepared.draws.shape[2])
     layout = _pymc.model_layout(model)

@@ -68,11 +68,11 @@ def first_call(mode):
     import warnings
 
     warnings.simplefilter("ignore")
-    from steindiag.inputs._trace import prepare_trace
+    from steindiag.inputs._trace import read_trace
 
     model, posterior = build()
     start = time.perf_counter()
-    prepare_trace(posterior, model, compile_mode=mode)
+    read_trace(posterior, model, compile_mode=mode).with_scores()
     return time.perf_counter() - start
 
 
@@ -81,11 +81,11 @@ def warm(mode, repeats):
 
     warnings.simplefilter("ignore")
     from steindiag.inputs import _pymc
-    from steindiag.inputs._trace import prepare_trace
+    from steindiag.inputs._trace import read_trace
 
     model, posterior = build()
     start = time.perf_counter()
-    prepared = prepare_trace(posterior, model, compile_mode=mode)
+    prepared = read_trace(posterior, model, compile_mode=mode).with_scores()
     first = time.perf_counter() - start
     layout = _pymc.model_layout(model)
     flat = prepared.draws.reshape(-1, prepared.draws.shape[2])
@@ -95,7 +95,7 @@ def warm(mode, repeats):
         _pymc.model_scores(model, layout, flat, mode=mode)
         score_times.append(time.perf_counter() - start)
         start = time.perf_counter()
-        prepare_trace(posterior, model, compile_mode=mode)
+        read_trace(posterior, model, compile_mode=mode).with_scores()
         total_times.append(time.perf_counter() - start)
     return first, float(np.median(score_times)), float(np.median(total_times))
 

@@ -218,7 +218,7 @@ def pystan_fit(name, num_chains=4, num_samples=500):
 def compare(name, lib, folder):
     import bridgestan
     import steindiag
-    from steindiag.inputs._prepare import read_input
+    from steindiag.inputs import read_input
 
     print(f"\n== {name} ==")
     program, data = PROGRAMS[name]
@@ -257,8 +257,8 @@ def compare(name, lib, folder):
     divergent = stored["divergent__"].sum(axis=1)
     pending = read_input(csfit, model)
     check_true("divergences per chain = fit's divergent__",
-               np.array_equal(pending.sampler_warnings.divergences, divergent),
-               f"{pending.sampler_warnings.divergences.tolist()}")
+               np.array_equal(pending.sampler_warnings().divergences, divergent),
+               f"{pending.sampler_warnings().divergences.tolist()}")
 
     if name == "normal":
         mu, sigma = stored["mu"], stored["sigma"]
@@ -320,7 +320,7 @@ def compare(name, lib, folder):
 
 def compare_cplx(model, folder):
     """Labels of a complex parameter (no pystan draws: N(0, 1) draws are enough)."""
-    from steindiag.inputs._prepare import read_input
+    from steindiag.inputs import read_input
 
     rng = np.random.default_rng(0)
     names = ["lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__",

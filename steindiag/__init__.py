@@ -1,7 +1,5 @@
 """steindiag: kernel Stein discrepancy diagnostics for MCMC output."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from steindiag._ksd import ksd, ksd_path
 from steindiag.gof import ksd_test
 from steindiag._mmd import mmd
@@ -13,15 +11,11 @@ from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kern
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.variational import SteinVariational, stein_variational
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
-from steindiag._corrections import CorrectionWarning
+from steindiag._types import CorrectionWarning
+from steindiag._version import __version__
 
 import steindiag.accessors  # noqa: F401, E402  (registers DataTree.stein; xarray only)
 from steindiag import kernels  # noqa: E402  (base kernels: IMQ, Gaussian, Matern32, Matern52)
-
-try:
-    __version__ = version("steindiag")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "unknown"
 
 __all__ = [
     "diagnose",

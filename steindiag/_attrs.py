@@ -28,7 +28,7 @@ import json
 
 import numpy as np
 
-__all__ = ["netcdf_attrs", "netcdf_value", "decode_list"]
+__all__ = ["netcdf_attrs", "netcdf_value", "decode_list", "provenance"]
 
 
 def _json_default(value):
@@ -96,3 +96,13 @@ def decode_list(value):
     if isinstance(value, str):
         return json.loads(value) if value else []
     return np.asarray(value).tolist()
+
+
+_PROVENANCE = ("space", "group")
+
+
+def provenance(input_attrs):
+    """The input attributes every result records (``space``, and ``group`` for a trace)."""
+    out = {key: input_attrs[key] for key in _PROVENANCE if key in input_attrs}
+    out.setdefault("space", "as given")
+    return out

@@ -1,10 +1,26 @@
-"""Plain containers passed between the input layer and the Stein-kernel layer."""
+"""Plain containers passed between the layers (no behaviour of their own).
+
+``PendingInput`` is what the input layer's one reading step returns: the draws read and
+checked, their labels, where they came from (``Origin``) and what is known of the target
+besides its scores at the draws (``source``, a score source of the input layer: see
+``steindiag.inputs``); its ``with_scores()`` evaluates the scores and gives the
+``SteinInput`` that the methods compute on.
+"""
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SteinInput"]
+__all__ = ["SteinInput", "PendingInput", "Origin", "CorrectionWarning"]
+
+
+class CorrectionWarning(UserWarning):
+    """A correction (weights, thinning, SVGD) cannot be trusted on these draws.
+
+    The message names the cause: divergent transitions, unvisited mass, a KSD that stays
+    far above its floor, or (SVGD) particles that ended with a higher KSD than they
+    started with.
+    """
 
 
 @dataclass(kw_only=True)
@@ -33,3 +49,93 @@ class SteinInput:
     draw: np.ndarray
     parameter: list
     attrs: dict = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class Origin:
+    """Where the draws were read from, for results written back into the caller's container.
+
+    Attributes
+    ----------
+    data : object
+        The container the draws were read from, as the input layer saw it: a trace
+        (``InferenceData``, ``DataTree``, ``Dataset``, ``DataArray``: for a numpyro
+        ``MCMC``, its trace) or an array (for a sampler's own object, its draws).
+    group : str
+        The trace's group holding the draws.
+    coords : dict or None
+        The selection applied to it.
+    sample_dims : tuple of str or None
+        For a trace, its (chain, draw) dims (or (draw,)); for an array, the layout given
+        (None: the default layout).
+    labelled : bool
+        Whether ``data`` is an xarray / ArviZ container.
+    """
+
+    data: object
+    group: str = "posterior"
+    coords: dict = None
+    sample_dims: tuple = None
+    labelled: bool = False
+
+    @property
+    def trace_dims(self):
+        """(chain_dim, draw_dim) of a trace; ("chain", draw_dim) when it has one sample dim."""
+        dims = ("chain", "draw") if self.sample_dims is None else tuple(self.sample_dims)
+        return ("chain", dims[0]) if len(dims) == 1 else dims
+
+
+@dataclass(kw_only=True)
+class PendingInput:
+    """Draws read and checked, scores not yet evaluated: the input layer's one result.
+
+    Attributes
+    ----------
+    draws : ndarray of float64, shape (chain, draw, d)
+    chain, draw : ndarray
+        Coordinate values of the sample dims.
+    parameter : list of str
+        One label per column of ``draws``.
+    attrs : dict
+        Provenance, as ``SteinInput.attrs`` (without ``score_source`` yet).
+    source : score source
+        The score, log density and batching the input layer derived (a model's graphs, a
+        user's callables or arrays, a sampler's or JAX's own functions), with methods
+        that evaluate them at new points (``steindiag.inputs.ScoreSource``).
+    origin : Origin
+        The container the draws came from.
+    has_chains : bool
+        Whether the draws come as chains (a trace, a sampler, an array with a chain
+        axis): otherwise one sample of independent draws.
+    ensemble : bool
+        Whether the chains are the walkers of one ensemble (emcee).
+    complete : callable
+        () -> SteinInput: evaluates or loads the scores (``with_scores``).
+    read_sampler_warnings : callable
+        () -> the sampler's divergences for these draws (``SamplerWarnings``) or None.
+    """
+
+    draws: np.ndarray
+    chain: np.ndarray
+    draw: np.ndarray
+    parameter: list
+    attrs: dict
+    complete: object
+    source: object = None
+    origin: Origin = None
+    has_chains: bool = True
+    ensemble: bool = False
+    read_sampler_warnings: object = None
+
+    @property
+    def n_draws(self):
+        """Number of draws, all chains together."""
+        return self.draws.shape[0] * self.draws.shape[1]
+
+    def with_scores(self):
+        """Evaluate or load the scores: the ``SteinInput``."""
+        return self.complete()
+
+    def sampler_warnings(self):
+        """The sampler's divergence counts for the draws read, or None."""
+        return None if self.read_sampler_warnings is None else self.read_sampler_warnings()

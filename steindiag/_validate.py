@@ -18,6 +18,13 @@ __all__ = [
     "as_draws_array",
     "evaluate_score_callable",
     "check_method",
+    "check_bool",
+    "check_int",
+    "check_real",
+    "check_choice",
+    "check_probability",
+    "check_callable",
+    "check_rng",
 ]
 
 
@@ -92,9 +99,107 @@ def check_kernel_args(c, beta):
 
 
 def check_method(method, allowed):
-    if method not in allowed:
-        raise ValueError(f"method must be one of {sorted(allowed)}; got {method!r}.")
-    return method
+    """``method`` is one of ``allowed`` (listed sorted in the message)."""
+    return check_choice(method, "method", sorted(allowed))
+
+
+# -- scalar arguments ---------------------------------------------------------------------
+# One checker per kind of argument, each returning the value standardised (int, float,
+# bool): the messages name the argument, what is allowed and what was received.
+
+
+def check_bool(value, name):
+    """True or False (NumPy's bool too), as a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False; got {value!r}.")
+    return bool(value)
+
+
+def _int_wanted(minimum, maximum, allow_none):
+    if minimum == 1 and maximum is None:
+        wanted = "a positive integer"
+    elif minimum is not None and maximum is not None:
+        wanted = f"an integer in [{minimum}, {maximum}]"
+    elif minimum is not None:
+        wanted = f"an integer >= {minimum}"
+    else:
+        wanted = "an integer"
+    return f"None or {wanted}" if allow_none else wanted
+
+
+def check_int(value, name, *, minimum=None, maximum=None, allow_none=False, wanted=None):
+    """An integer (not a bool) in [minimum, maximum], as a Python int (or None if allowed).
+
+    ``wanted`` replaces the description of what is allowed in the messages (e.g. "'auto'
+    or a positive integer" for an argument that also takes a string).
+    """
+    if value is None and allow_none:
+        return None
+    wanted = _int_wanted(minimum, maximum, allow_none) if wanted is None else wanted
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        shown = repr(value) if isinstance(value, str) else type(value).__name__
+        raise TypeError(f"{name} must be {wanted}; got {shown}.")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be {wanted}; got {value}.")
+    return int(value)
+
+
+def check_real(value, name, *, low=None, high=None, low_open=False, high_open=False,
+               allow_none=False):
+    """A finite real number (not a bool) within the bounds given, as a Python float."""
+    if value is None and allow_none:
+        return None
+    prefix = "None or " if allow_none else ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {prefix}a real number; got {type(value).__name__}.")
+    value = float(value)
+    if low is not None and high is not None:
+        wanted = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    elif low is not None:
+        wanted = f"{'>' if low_open else '>='} {low:g}"
+    elif high is not None:
+        wanted = f"{'<' if high_open else '<='} {high:g}"
+    else:
+        wanted = ""
+    inside = np.isfinite(value) and not (
+        (low is not None and (value < low or (low_open and value == low)))
+        or (high is not None and (value > high or (high_open and value == high))))
+    if not inside:
+        raise ValueError(f"{name} must be {prefix}a finite number {wanted}".rstrip()
+                         + f"; got {name}={value:g}.")
+    return value
+
+
+def check_probability(value, name):
+    """A number in the open interval (0, 1), as a float."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not 0 < value < 1):
+        raise ValueError(f"{name} must be a number in (0, 1); got {value!r}.")
+    return float(value)
+
+
+def check_choice(value, name, choices):
+    """One of ``choices`` (compared by equality, so strings, True/False or None)."""
+    for choice in choices:
+        if isinstance(choice, bool):
+            if isinstance(value, (bool, np.bool_)) and bool(value) is choice:
+                return choice
+        elif isinstance(choice, str):
+            if isinstance(value, str) and value == choice:
+                return choice
+        elif value is choice:
+            return choice
+    raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}.")
+
+
+def check_callable(value, name, wanted, *, allow_none=True):
+    """A callable (or None when allowed); ``wanted`` describes it in the message."""
+    if value is None and allow_none:
+        return None
+    if not callable(value):
+        raise TypeError(f"{name} must be {'None or ' if allow_none else ''}{wanted}; got "
+                        f"{type(value).__name__}.")
+    return value
 
 
 def _numeric_array(value, name):
@@ -201,11 +306,14 @@ def evaluate_score_callable(score, draws, *, batched=True, chunk_size=4096, name
 
 
 def check_rng(rng):
-    """``numpy.random.default_rng(rng)``, with a TypeError naming ``rng`` on bad input."""
+    """``numpy.random.default_rng(rng)``, with an error naming ``rng`` on bad input."""
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)) and rng < 0:
+        raise ValueError(f"rng must be None, a non-negative integer seed, a "
+                         f"numpy.random.Generator or a SeedSequence; got {rng}.")
     try:
         return np.random.default_rng(rng)
     except (TypeError, ValueError) as err:
         raise TypeError(
-            "rng must be None, an integer seed, a numpy.random.Generator or a "
+            "rng must be None, a non-negative integer seed, a numpy.random.Generator or a "
             f"SeedSequence; got {type(rng).__name__}."
         ) from err

@@ -26,6 +26,12 @@ import warnings
 
 import xarray as xr
 
+from steindiag._diagnose import diagnose
+from steindiag._ksd import ksd, ksd_path
+from steindiag._mmd import mmd
+from steindiag.control_variates import control_variates
+from steindiag.gof import ksd_test
+
 __all__ = ["SteinAccessor", "register_inference_data"]
 
 _NAME = "stein"
@@ -45,39 +51,27 @@ class SteinAccessor:
 
     def ksd(self, model=None, **kwargs):
         """``steindiag.ksd(trace, model, **kwargs)``; see :func:`steindiag.ksd`."""
-        import steindiag
-
-        return steindiag.ksd(self._obj, model, **kwargs)
+        return ksd(self._obj, model, **kwargs)
 
     def ksd_path(self, model=None, **kwargs):
         """``steindiag.ksd_path(trace, model, **kwargs)``; see :func:`steindiag.ksd_path`."""
-        import steindiag
-
-        return steindiag.ksd_path(self._obj, model, **kwargs)
+        return ksd_path(self._obj, model, **kwargs)
 
     def ksd_test(self, model=None, **kwargs):
         """``steindiag.ksd_test(trace, model, **kwargs)``; see :func:`steindiag.ksd_test`."""
-        import steindiag
-
-        return steindiag.ksd_test(self._obj, model, **kwargs)
+        return ksd_test(self._obj, model, **kwargs)
 
     def diagnose(self, model=None, **kwargs):
         """``steindiag.diagnose(trace, model, **kwargs)``; see :func:`steindiag.diagnose`."""
-        import steindiag
-
-        return steindiag.diagnose(self._obj, model, **kwargs)
+        return diagnose(self._obj, model, **kwargs)
 
     def control_variates(self, model=None, **kwargs):
         """``steindiag.control_variates(trace, model, **kwargs)``; see :func:`steindiag.control_variates`."""
-        import steindiag
-
-        return steindiag.control_variates(self._obj, model, **kwargs)
+        return control_variates(self._obj, model, **kwargs)
 
     def mmd(self, other=None, **kwargs):
         """``steindiag.mmd(trace, other, **kwargs)``; see :func:`steindiag.mmd`."""
-        import steindiag
-
-        return steindiag.mmd(self._obj, other, **kwargs)
+        return mmd(self._obj, other, **kwargs)
 
 
 def _take_name(cls):

@@ -1,51 +1,33 @@
 """Public function ``control_variates``: posterior means with Stein control variates.
 
 Data flow: input (arrays | DataArray | InferenceData | DataTree | Dataset) + score
-source -> ``_control_variates_iv`` (every option checked) -> ``steindiag.inputs``
-(draws and scores (chain, draw, d) in the unconstrained space) -> the quantities
-summarised (the trace's variables in their own, constrained, space, aligned draw by
-draw; user functions) -> ``methods.control_variates`` (cross-fitted regressions, one
-factorisation per fold shared by every quantity) -> ``stats.mcse`` (ArviZ's MCSE of
-the plain and adjusted values) -> labelled ``xarray.Dataset`` (dim ``label``).
+source -> ``_control_variates_iv`` (every option checked) -> ``inputs.read_input``
+(draws and scores (chain, draw, d) in the unconstrained space) -> ``inputs.read_rows``
+(the quantities summarised: the trace's variables in their own, constrained, space,
+aligned draw by draw; user functions) -> ``methods.cv_estimate`` (cross-fitted
+regressions, one factorisation per fold shared by every quantity; ArviZ's MCSE of the
+plain and adjusted values) -> ``outputs.control_variates`` (a Dataset along ``label``).
 """
 
 import numpy as np
 import xarray as xr
 
-from steindiag._attrs import netcdf_attrs
-from steindiag._validate import warn_user
-from steindiag.engine.threads import single_threaded_blas
-from steindiag.inputs import as_trace, is_labelled, read_input
-from steindiag.inputs._jax import is_position_pytree
-from steindiag.inputs._numpyro import is_numpyro_mcmc
-from steindiag.inputs._labels import variable_labels
-from steindiag.methods.control_variates import (
-    KERNEL_GRID,
-    RIDGE_GRID,
-    fold_labels,
-    kernel_cross_fit,
-    n_coefficients,
-    polynomial_design,
-    ridge_cross_fit,
-    transform_controls,
-)
-from steindiag.stats.mcse import mcse_mean
+from steindiag._containers import is_labelled
+from steindiag._validate import check_choice, check_int, warn_user
+from steindiag.inputs import as_trace, derived_score, read_input
+from steindiag.inputs._columns import read_rows
+from steindiag.methods.cv_estimate import METHODS, estimate
+from steindiag.outputs.control_variates import NOT_FITTING_MESSAGE, cv_dataset
 
 __all__ = ["control_variates"]
-
-METHODS = ("auto", "polynomial1", "polynomial2", "regularised", "kernel")
-# "auto" tries the kernel method only up to this many draws (its cost is cubic in N).
-_AUTO_KERNEL_DRAWS = 1000
 
 
 def _control_variates_iv(method, functions, n_folds, diagnosis, max_kernel_draws,
                          max_coefficients):
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS)}; got {method!r}.")
+    check_choice(method, "method", METHODS)
     for name, value, low in (("n_folds", n_folds, 2), ("max_kernel_draws", max_kernel_draws, 2),
                              ("max_coefficients", max_coefficients, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+        check_int(value, name, minimum=low)
     if functions is None:
         functions = {}
     elif callable(functions) or isinstance(functions, xr.DataArray):
@@ -73,340 +55,6 @@ def _control_variates_iv(method, functions, n_folds, diagnosis, max_kernel_draws
             )
         verdict = str(np.asarray(diagnosis["verdict_pooled"].values).item())
     return functions, verdict
-
-
-# -- the quantities summarised ------------------------------------------------------------
-
-
-def _trace_dataset(data, group, var_names, coords, chain, draw):
-    """The trace's ``group`` (its own space), selected and aligned on the draws' (chain, draw)."""
-    from steindiag.weights import _posterior_dataset, _select_vars
-
-    dataset = _posterior_dataset(data, group)
-    full = _select_vars(dataset, None, coords)
-    selection = {}
-    for dim, values in (("chain", chain), ("draw", draw)):
-        if dim in full.coords:
-            selection[dim] = values
-    try:
-        full = full.sel(selection)
-    except (KeyError, IndexError) as err:
-        raise ValueError(
-            f"the trace's group {group!r} does not hold the (chain, draw) of the draws read: "
-            f"{err}"
-        ) from None
-    return full, _select_vars(full, var_names, None)
-
-
-def _trace_rows(dataset, n_chain, n_draw):
-    labels, columns, owners = [], [], []
-    for name, variable in dataset.data_vars.items():
-        if "chain" not in variable.dims or "draw" not in variable.dims:
-            continue
-        if not (np.issubdtype(variable.dtype, np.number) or variable.dtype == bool):
-            continue
-        other = [dim for dim in variable.dims if dim not in ("chain", "draw")]
-        values = variable.transpose("chain", "draw", *other).values
-        columns.append(values.reshape(n_chain, n_draw, -1).astype(np.float64))
-        labels.extend(variable_labels(name, variable, ("chain", "draw")))
-        owners.extend([str(name)] * columns[-1].shape[2])
-    return labels, columns, owners
-
-
-def _plain(value):
-    """A coordinate value as Python writes it (1, not np.int64(1))."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _function_values(name, function, argument, chain, draw):
-    """Per-draw values of one user function, checked: shape (chain, draw)."""
-    n_chain, n_draw = len(chain), len(draw)
-    if callable(function):
-        try:
-            values = function(argument)
-        except Exception as err:  # noqa: BLE001 - report which function failed
-            raise ValueError(
-                f"functions[{name!r}] raised {type(err).__name__}: {err}"
-            ) from err
-    else:
-        values = function
-    if isinstance(values, xr.DataArray):
-        extra = [dim for dim in values.dims if dim not in ("chain", "draw")]
-        if extra or set(values.dims) != {"chain", "draw"}:
-            raise ValueError(
-                f"functions[{name!r}] must give one value per draw, dims ('chain', 'draw'); "
-                f"got dims {values.dims}."
-            )
-        for dim, expected in (("chain", chain), ("draw", draw)):
-            if dim in values.coords and values.sizes[dim] != len(expected):
-                raise ValueError(
-                    f"functions[{name!r}] has {values.sizes[dim]} {dim}s; the draws have "
-                    f"{len(expected)}."
-                )
-            if dim in values.coords and np.isin(expected, values[dim].values).all():
-                values = values.sel({dim: expected})
-        values = values.transpose("chain", "draw").values
-    try:
-        values = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"functions[{name!r}] must give numbers; got {type(values).__name__}."
-        ) from None
-    if n_chain == 1 and values.shape == (n_draw,):
-        values = values[None, :]
-    if values.shape != (n_chain, n_draw):
-        raise ValueError(
-            f"functions[{name!r}] must give one value per draw, shape (chain, draw) = "
-            f"({n_chain}, {n_draw}); got shape {values.shape}."
-        )
-    bad = ~np.isfinite(values)
-    if bad.any():
-        c, t = np.argwhere(bad)[0]
-        raise ValueError(
-            f"functions[{name!r}] is not finite at {int(bad.sum())} draw(s), first "
-            f"(chain={_plain(chain[c])!r}, draw={_plain(draw[t])!r}): {values[c, t]}."
-        )
-    return values
-
-
-def _rows(data, prepared, functions, group, var_names, coords):
-    """(labels, values (chain, draw, n_rows), owners: each row's trace variable or None)."""
-    n_chain, n_draw = prepared.draws.shape[:2]
-    if is_labelled(data):
-        full, selected = _trace_dataset(data, group, var_names, coords, prepared.chain,
-                                        prepared.draw)
-        labels, columns, owners = _trace_rows(selected, n_chain, n_draw)
-        argument = full
-    else:
-        if var_names is not None:
-            raise TypeError("var_names applies to labelled traces only; data is an array.")
-        labels, columns = list(prepared.parameter), [prepared.draws]
-        owners = [None] * len(labels)
-        argument = prepared.draws
-    for name, function in functions.items():
-        if name in labels:
-            raise ValueError(f"functions[{name!r}] has the label of a variable; rename it.")
-        columns.append(_function_values(name, function, argument, prepared.chain,
-                                        prepared.draw)[:, :, None])
-        labels.append(name)
-        owners.append(None)
-    if not labels:
-        raise ValueError("nothing to summarise: no variable selected and no functions.")
-    values = np.concatenate(columns, axis=2)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        c, t, k = np.argwhere(bad)[0]
-        raise ValueError(
-            f"the trace's values are not finite: {labels[k]} at (chain="
-            f"{_plain(prepared.chain[c])!r}, draw={_plain(prepared.draw[t])!r}); select finite draws with "
-            "coords= or var_names=."
-        )
-    return labels, values, owners
-
-
-# -- function-specific control variates for constrained quantities ------------------------
-
-# Elementwise transforms of PyMC with a closed-form inverse T (constrained = T(z)) and
-# derivative dT/dz written through the constrained value f: (T(z), dT/dz given f).
-_TRANSFORMS = {
-    "log": (np.exp, lambda f: f),
-    "logodds": (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda f: f * (1.0 - f)),
-}
-
-
-def _attr_list(attrs, key):
-    value = attrs.get(key)
-    if isinstance(value, str):
-        import json
-
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return list(value) if isinstance(value, (list, tuple)) else None
-
-
-def _transform_terms(owners, flat_values, plain_mean, draws, scores, parameter, attrs,
-                     max_coefficients, labels):
-    """Designs of their own for the rows that are T(z_k) of one unconstrained coordinate,
-    T a log or logodds transform (f' = dT/dz_k in closed form).
-
-    Each such row f gets, next to the polynomial family shared by every row,
-    ``transform_controls`` of f with products (3d - 1 columns: f times the first-order
-    and diagonal second-order fields, and f y_i e_k) for its mean, and the one column
-    (f - m)^2 s_k + 2 (f - m) f' for its centred square; no other row sees them (in a
-    design shared by all rows they made the other rows' error bars too small). Rows
-    qualify in order while their designs hold at most ``max_coefficients`` columns in
-    all (p + 3d - 1 and p + 1 each, p the second-order family's size), which bounds the
-    extra factorisations.
-
-    A row qualifies when its trace variable is a free variable whose value variable has
-    that transform and as many elements (element i of one is element i of the other),
-    and its values equal T(z_k) at every draw (relative 1e-6): the check, not the names,
-    decides. Returns a list of (label, target columns, extra columns (N, q)): two per
-    row, its mean's (column r of the targets) and its square's (column n_rows + r).
-    """
-    free = _attr_list(attrs, "free_variables")
-    value_names = _attr_list(attrs, "value_variables")
-    transforms = _attr_list(attrs, "transforms")
-    if not free or not value_names or not transforms or not (
-            len(free) == len(value_names) == len(transforms)):
-        return []
-    owner_of_column = [str(label).split("[", 1)[0] for label in parameter]
-    n_rows = flat_values.shape[1]
-    d = draws.shape[1]
-    p = n_coefficients(d, 2, diagonal=n_coefficients(d, 2) > max_coefficients)
-    budget = max_coefficients
-    groups = []
-    for name, value_name, transform in zip(free, value_names, transforms):
-        if transform not in _TRANSFORMS:
-            continue
-        row_index = [r for r, owner in enumerate(owners) if owner == name]
-        column_index = [k for k, owner in enumerate(owner_of_column) if owner == value_name]
-        if not row_index or len(row_index) != len(column_index):
-            continue
-        inverse, derivative = _TRANSFORMS[transform]
-        for r, k in zip(row_index, column_index):
-            if 2 * p + 3 * d > budget:
-                return groups
-            f = flat_values[:, [r]]
-            with np.errstate(over="ignore", invalid="ignore"):
-                mapped = inverse(draws[:, k])
-            if not np.allclose(mapped, f[:, 0], rtol=1e-6, atol=1e-300):
-                continue
-            df = derivative(f)
-            centred = f - plain_mean[r]
-            mean_block = transform_controls(f, df, draws, scores, [k], products=True)
-            square_block = transform_controls(centred ** 2, 2.0 * centred * df, draws,
-                                              scores, [k], products=False)
-            if not (np.all(np.isfinite(mean_block)) and np.all(np.isfinite(square_block))):
-                continue
-            budget -= 2 * p + 3 * d
-            groups += [(labels[r], [r], mean_block), (labels[r], [n_rows + r], square_block)]
-    return groups
-
-
-# -- the estimators, dispatched by name -------------------------------------------------------
-
-
-def _polynomial(order, regularised):
-    def run(values, draws, scores, folds, options):
-        d = draws.shape[1]
-        n_train = int(np.min([np.sum(folds != k) for k in np.unique(folds)]))
-        diagonal = False
-        if order == 2 and n_coefficients(d, 2) > options["max_coefficients"]:
-            if not regularised:
-                raise ValueError(
-                    f"method='polynomial2' needs d(d+3)/2 = {n_coefficients(d, 2)} "
-                    f"coefficients for d = {d}, more than max_coefficients = "
-                    f"{options['max_coefficients']}; use method='regularised' (a diagonal "
-                    "quadratic then) or raise max_coefficients."
-                )
-            diagonal = True
-        p = n_coefficients(d, order, diagonal)
-        if not regularised and p + 1 >= n_train:
-            raise ValueError(
-                f"method='polynomial{order}' fits {p} coefficients on {n_train} training "
-                "draws per fold; it needs more draws than coefficients. Use "
-                "method='regularised', or 'polynomial1'."
-            )
-        # Constrained rows' own designs: the shared columns plus theirs (least squares
-        # only where they leave more draws than coefficients).
-        groups = [group for group in options.get("transform_groups", [])
-                  if regularised or p + group[2].shape[1] + 1 < n_train]
-        controls = polynomial_design(draws, scores, order, diagonal=diagonal)
-        if regularised:
-            penalties = RIDGE_GRID if p + 1 >= n_train else np.concatenate([[0.0], RIDGE_GRID])
-        else:
-            penalties = (0.0,)
-        shared = np.ones(values.shape[1], dtype=bool)
-        for _, columns, _ in groups:
-            shared[columns] = False
-        designs = [(np.flatnonzero(shared), controls)] + [
-            (np.asarray(columns), np.concatenate([controls, block], axis=1))
-            for _, columns, block in groups]
-        adjusted = np.empty_like(values)
-        penalty = np.empty(values.shape[1])
-        error = np.empty(values.shape[1])
-        for columns, design in designs:
-            if columns.size:
-                own_penalties = penalties
-                if regularised and p + design.shape[1] - controls.shape[1] + 1 >= n_train:
-                    own_penalties = RIDGE_GRID
-                adjusted[:, columns], penalty[columns], error[columns] = ridge_cross_fit(
-                    values[:, columns], design, folds, penalties=own_penalties)
-        basis = {1: "first-order polynomial", 2: "second-order polynomial"}[order]
-        if diagonal:
-            basis = "second-order polynomial, diagonal B"
-        transform_terms = list(dict.fromkeys(label for label, _, _ in groups))
-        if transform_terms:
-            basis += "; constrained rows f = T(z_k): + their own columns (transform_terms)"
-        info = {"basis": basis, "n_coefficients": p, "transform_terms": transform_terms}
-        if regularised:
-            info["penalty_rule"] = ("ridge, penalty per quantity by cross-validation over "
-                                    "the folds, relative to the training size")
-        return adjusted, penalty, error, info
-    return run
-
-
-def _kernel(values, draws, scores, folds, options):
-    from steindiag.kernels.preconditioner import make_preconditioner
-
-    n, d = draws.shape
-    if n > options["max_kernel_draws"]:
-        raise ValueError(
-            f"method='kernel' holds dense Stein-kernel matrices of the draws (about "
-            f"{3 * 8 * n * n / 1e9:.2g} GB for N = {n}); that is more than max_kernel_draws = "
-            f"{options['max_kernel_draws']} draws. Thin the draws, raise max_kernel_draws, or "
-            "use a polynomial method."
-        )
-    pre = make_preconditioner("standardize", draws, [str(k) for k in range(d)])
-    x, sx = pre.to_kernel_coordinates(draws, scores)
-    x -= x.mean(axis=0)
-    n_train = int(np.min([np.sum(folds != k) for k in np.unique(folds)]))
-    semi_exact = d + 1 < n_train // 2
-    adjusted, penalty, error = kernel_cross_fit(values, x, sx, folds, pre.a,
-                                                semi_exact=semi_exact, penalties=KERNEL_GRID)
-    info = {"basis": "Stein kernel (IMQ, c = 1, beta = -1/2, standardized)"
-                     + (" + first-order polynomial (semi-exact)" if semi_exact else ""),
-            "n_coefficients": n_train + (d + 1 if semi_exact else 1),
-            "transform_terms": [],
-            "penalty_rule": "kernel ridge, penalty per quantity by cross-validation over the "
-                            "folds, relative to the mean of the kernel's diagonal"}
-    return adjusted, penalty, error, info
-
-
-_ESTIMATORS = {
-    "polynomial1": _polynomial(1, False),
-    "polynomial2": _polynomial(2, False),
-    "regularised": _polynomial(2, True),
-    "kernel": _kernel,
-}
-
-
-def _auto_candidates(n, d, n_train, max_coefficients):
-    candidates = ["polynomial1"]
-    if n_coefficients(d, 2) <= max_coefficients and n_coefficients(d, 2) + 1 < n_train:
-        candidates.append("polynomial2")
-    candidates.append("regularised")
-    if n <= _AUTO_KERNEL_DRAWS:
-        candidates.append("kernel")
-    return candidates
-
-
-def _held_out_score(error, values):
-    """Mean log of held-out error over plain variance, floored at 1e-12: lower is better.
-
-    The floor makes fits exact to rounding tie (the simpler candidate, listed first, wins).
-    """
-    variance = values.var(axis=0)
-    ok = variance > 0
-    if not ok.any():
-        return 0.0
-    return float(np.mean(np.log(np.maximum(error[ok] / variance[ok], 1e-12))))
-
-
-# -- the public function ------------------------------------------------------------------
 
 
 def control_variates(data, model=None, *, score=None, functions=None, method="auto",
@@ -552,127 +200,21 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
                                               max_kernel_draws, max_coefficients)
     data = as_trace(data, model)
     # var_names picks the rows of a trace (and of a numpyro MCMC's), not the parameters.
-    rows_by_name = is_labelled(data) or is_numpyro_mcmc(data) or is_position_pytree(data)
+    rows_by_name = is_labelled(data) or derived_score(data) in ("numpyro", "jax")
     pending = read_input(
         data, model, score=score, batched=batched, group=group,
         var_names=None if rows_by_name else var_names, coords=coords,
         sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )
-    data, model, score, log_density, sample_dims = pending.resolve(
-        data, model, score, log_density, sample_dims)
     prepared = pending.with_scores()
-    n_chain, n_draw, d = prepared.draws.shape
-    if n_draw < 4:
-        raise ValueError(f"control_variates needs at least 4 draws per chain; got {n_draw}.")
-    labels, values, owners = _rows(data, prepared, functions, group, var_names, coords)
-    n_rows = len(labels)
-    n = n_chain * n_draw
-    flat_values = values.reshape(n, n_rows)
-    plain_mean = flat_values.mean(axis=0)
-    # Each quantity f and its centred square (f - mean)^2: the second moment, hence sd.
-    targets = np.concatenate([flat_values, (flat_values - plain_mean) ** 2], axis=1)
-    draws = prepared.draws.reshape(n, d)
-    scores = prepared.scores.reshape(n, d)
-    folds = fold_labels(n_chain, n_draw, n_folds).reshape(n)
-    n_folds_used = int(np.unique(folds).size)
-    n_train = int(np.min([np.sum(folds != k) for k in np.unique(folds)]))
-    groups = _transform_terms(owners, flat_values, plain_mean, draws, scores,
-                              prepared.parameter, prepared.attrs, max_coefficients, labels)
-    options = {"max_coefficients": max_coefficients, "max_kernel_draws": max_kernel_draws,
-               "transform_groups": groups}
-
-    attrs = {"method_requested": method}
-    with single_threaded_blas():
-        chosen, adjusted, info = _fit(method, targets, draws, scores, folds, options, n, d,
-                                      n_train, max_coefficients, attrs)
-    adjusted = adjusted.reshape(n_chain, n_draw, 2 * n_rows)
-    plain = targets.reshape(n_chain, n_draw, 2 * n_rows)
-    mcse_plain = mcse_mean(plain)
-    mcse_cv = mcse_mean(adjusted)
-    return _result(labels, flat_values, plain, adjusted, mcse_plain, mcse_cv, verdict, attrs,
-                   chosen, info, prepared, n_folds_used)
-
-
-def _fit(method, targets, draws, scores, folds, options, n, d, n_train, max_coefficients,
-         attrs):
-    """Run the method (or every candidate of "auto"): (name, adjusted values, info)."""
-    if method == "auto":
-        candidates = _auto_candidates(n, d, n_train, max_coefficients)
-        results = {name: _ESTIMATORS[name](targets, draws, scores, folds, options)
-                   for name in candidates}
-        cv_scores = {name: _held_out_score(result[2], targets)
-                     for name, result in results.items()}
-        chosen = min(cv_scores, key=cv_scores.get)
-        adjusted, penalty, _, info = results[chosen]
-        attrs["auto_candidates"] = list(candidates)
-        attrs["auto_cv_scores"] = [cv_scores[name] for name in candidates]
-    else:
-        chosen = method
-        adjusted, penalty, _, info = _ESTIMATORS[method](targets, draws, scores, folds, options)
-    return chosen, adjusted, info
-
-
-def _result(labels, flat_values, plain, adjusted, mcse_plain, mcse_cv, verdict, attrs, chosen,
-            info, prepared, n_folds_used):
-    """The labelled Dataset, with the per-row fallback to the plain estimate."""
-    n_chain, n_draw, d = prepared.draws.shape
-    n = n_chain * n_draw
-    n_rows = len(labels)
-    plain_mean = flat_values.mean(axis=0)
-    mean_adjusted = adjusted.reshape(n, -1).mean(axis=0)
-    helps = np.isfinite(mcse_cv) & (mcse_cv < mcse_plain)
+    if prepared.draws.shape[1] < 4:
+        raise ValueError("control_variates needs at least 4 draws per chain; got "
+                         f"{prepared.draws.shape[1]}.")
+    labels, values, owners = read_rows(pending.origin, prepared, functions, var_names)
+    result = estimate(values, owners, labels, prepared, method=method, n_folds=n_folds,
+                      max_coefficients=max_coefficients, max_kernel_draws=max_kernel_draws,
+                      trusted=verdict != "does not fit")
     if verdict == "does not fit":
-        warn_user(
-            "control_variates: the diagnosis says the draws do not fit the target "
-            "(verdict_pooled = 'does not fit'); control variates reduce variance but do not "
-            "remove bias, so no improvement is claimed and the plain estimates are reported."
-        )
-        helps[:] = False
-    first = helps[:n_rows]
-    second = helps[n_rows:]
-    mean_cv = np.where(first, mean_adjusted[:n_rows], plain_mean)
-    mcse_mean_cv = np.where(first, mcse_cv[:n_rows], mcse_plain[:n_rows])
-    second_moment = np.where(second, mean_adjusted[n_rows:], plain[:, :, n_rows:].mean(axis=(0, 1)))
-    variance_cv = second_moment - (mean_cv - plain_mean) ** 2
-    sd_plain = np.std(flat_values, axis=0, ddof=1)
-    sd_cv = np.where(variance_cv > 0, np.sqrt(np.maximum(variance_cv, 0.0)), sd_plain)
-    sd_cv = np.where(first | second, sd_cv, sd_plain)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        reduction = np.where(first, mcse_plain[:n_rows] ** 2 / mcse_mean_cv ** 2, 1.0)
-
-    data_vars = {
-        "mean": ("label", plain_mean, {"long_name": "posterior mean, plain MCMC average"}),
-        "sd": ("label", sd_plain, {"long_name": "posterior sd, plain (ddof = 1)"}),
-        "mcse_mean": ("label", mcse_plain[:n_rows],
-                      {"long_name": "MCSE of the plain mean, as arviz.mcse(method='mean')"}),
-        "mean_cv": ("label", mean_cv, {"long_name": "posterior mean, control variates"}),
-        "sd_cv": ("label", sd_cv, {"long_name": "posterior sd, control variates"}),
-        "mcse_mean_cv": ("label", mcse_mean_cv,
-                         {"long_name": "MCSE of mean_cv: arviz's mcse_mean of the "
-                                       "cross-fitted adjusted values"}),
-        "variance_reduction": ("label", reduction,
-                               {"long_name": "mcse_mean^2 / mcse_mean_cv^2"}),
-        "cv_applied": ("label", first,
-                       {"long_name": "whether mean_cv uses the control variate (else the "
-                                     "plain mean: the control variate did not lower the MCSE)"}),
-    }
-    attrs.update({
-        "method": chosen,
-        **info,
-        "n_folds": n_folds_used,
-        "fold_rule": ("chain c in fold c mod n_folds" if n_chain >= 2
-                      else "contiguous blocks of draws"),
-        "fallback_rule": "plain estimate where the cross-fitted MCSE is not lower",
-        "n_fallback": int(n_rows - first.sum()),
-        "n_chain": n_chain,
-        "n_draw": n_draw,
-        "n_parameter": d,
-        "parameters": list(prepared.parameter),
-        **{key: value for key, value in prepared.attrs.items()
-           if isinstance(value, (str, int, float))},
-    })
-    if verdict is not None:
-        attrs["diagnosis_verdict"] = verdict
-    return xr.Dataset(data_vars, coords={"label": ("label", np.asarray(labels, dtype=object))},
-                      attrs=netcdf_attrs(attrs))
+        warn_user(NOT_FITTING_MESSAGE)
+    return cv_dataset(result, labels, prepared, verdict)

@@ -13,73 +13,15 @@ Data flow: data (n, d) + score_fn(x, theta) -> one preconditioner fixed from the
 row sums at theta +- delta) and the Hessian -> a labelled :class:`MinKSDFit`.
 """
 
-import numbers
-from dataclasses import dataclass, field
-
 import numpy as np
-import xarray as xr
 
-from steindiag.engine.progress import CONSERVATIVE_FLOPS, check_progress, progress_bar
+from steindiag._validate import check_bool, check_int, check_kernel_args
+from steindiag.engine.progress import check_progress
 from steindiag.kernels.preconditioner import make_preconditioner
-from steindiag._validate import check_kernel_args
-from steindiag.methods.estimation import KSDObjective, closed_form_fit, numerical_fit
+from steindiag.methods.estimation import KSDObjective, fit_theta
+from steindiag.outputs.estimation import MinKSDFit, fit_result
 
 __all__ = ["min_ksd_fit", "MinKSDFit"]
-
-
-@dataclass(kw_only=True, repr=False)
-class MinKSDFit:
-    """Result of :func:`min_ksd_fit`.
-
-    Attributes
-    ----------
-    estimate : xarray.DataArray (parameter)
-        theta minimising KSD^2_U.
-    standard_error : xarray.DataArray (parameter)
-        Approximate standard errors: square roots of the diagonal of ``covariance``.
-    covariance : xarray.DataArray (parameter, parameter_bis)
-        Asymptotic (sandwich) covariance of the estimate, H^-1 (4 Sigma / n) H^-1
-        (see Notes of :func:`min_ksd_fit`).
-    ksd2_u : float
-        KSD^2_U at the estimate (unbiased; may be negative).
-    ksd : float
-        sqrt of the V-statistic at the estimate, as :func:`steindiag.ksd` reports it.
-    converged : bool
-        True for the closed form; the optimiser's success flag otherwise.
-    n_iterations : int
-        Optimiser iterations (0 for the closed form).
-    message : str
-        ``"closed form"`` or the optimiser's message.
-    attrs : dict
-        Kernel, preconditioner, method, sizes.
-    """
-
-    estimate: xr.DataArray
-    standard_error: xr.DataArray
-    covariance: xr.DataArray
-    ksd2_u: float
-    ksd: float
-    converged: bool
-    n_iterations: int
-    message: str
-    attrs: dict = field(default_factory=dict)
-
-    def __repr__(self):
-        status = "converged" if self.converged else "NOT converged"
-        lines = [f"MinKSDFit ({self.message}, {status}, {self.n_iterations} iterations): "
-                 f"KSD {self.ksd:.4g}, KSD^2_U {self.ksd2_u:.4g}"]
-        names = [str(name) for name in self.estimate.coords[self.estimate.dims[0]].values] \
-            if self.estimate.dims and self.estimate.dims[0] in self.estimate.coords \
-            else [str(i) for i in range(self.estimate.size)]
-        width = max([len(name) for name in names] + [9])
-        lines.append(f"  {'parameter':<{width}}  {'estimate':>12}  {'std. error':>12}")
-        shown = 10
-        for name, value, error in list(zip(names, np.ravel(self.estimate.values),
-                                           np.ravel(self.standard_error.values)))[:shown]:
-            lines.append(f"  {name:<{width}}  {value:>12.6g}  {error:>12.4g}")
-        if len(names) > shown:
-            lines.append(f"  ... {len(names) - shown} more (see .estimate)")
-        return "\n".join(lines)
 
 
 def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bounds,
@@ -118,8 +60,7 @@ def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bou
                          f"{theta0.shape}.")
     if not np.all(np.isfinite(theta0)):
         raise ValueError("theta0 must be finite.")
-    if not isinstance(linear, (bool, np.bool_)):
-        raise TypeError(f"linear must be True or False; got {linear!r}.")
+    check_bool(linear, "linear")
     if score_jacobian is not None and not callable(score_jacobian):
         raise TypeError("score_jacobian must be None or a callable score_jacobian(x, theta) "
                         f"returning an (n, d, k) array; got {type(score_jacobian).__name__}.")
@@ -134,8 +75,7 @@ def _fit_iv(data, score_fn, theta0, linear, score_jacobian, parameter_names, bou
         if len(parameter_names) != k or len(set(parameter_names)) != k:
             raise ValueError(f"parameter_names must be {k} distinct names (one per entry of "
                              f"theta0); got {parameter_names}.")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer; got {max_iter!r}.")
+    check_int(max_iter, "max_iter", minimum=1)
     return x, theta0, parameter_names
 
 
@@ -250,40 +190,8 @@ def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
     n, d = x.shape
     pre = make_preconditioner(preconditioner, x, [f"x[{j}]" for j in range(d)])
     objective = KSDObjective(x, score_fn, score_jacobian, pre, c, beta)
-    k = theta0.size
-    # Kernel passes: the closed form needs 2 + 2 k; the optimiser an unknown number (a
-    # counter then, expected at about 30 iterations of 2 passes).
-    n_passes = 2 + 2 * k if linear else None
-    seconds_per_pass = n * n * (8 * d + 20) / CONSERVATIVE_FLOPS
-    with progress_bar(progress, n_passes, (n_passes or 60 + 6 * k) * seconds_per_pass,
-                      desc="min_ksd_fit (kernel passes)", unit="pass") as objective.bar:
-        if linear:
-            theta, hessian = closed_form_fit(objective, theta0)
-            converged, n_iterations, message = True, 0, "closed form"
-        else:
-            theta, hessian, result = numerical_fit(objective, theta0, bounds, max_iter,
-                                                   options)
-            converged, n_iterations = bool(result.success), int(result.nit)
-            message = str(result.message)
-        ksd2_u, ksd = objective.value_at_estimate(objective.scores(theta))
-        psi = objective.row_sum_gradients(theta) / (n - 1)
-    objective.bar = None
-    sigma = np.atleast_2d(np.cov(psi, rowvar=False))
-    try:
-        inverse = np.linalg.inv(hessian)
-    except np.linalg.LinAlgError:
-        inverse = np.full_like(hessian, np.nan)
-    covariance = inverse @ (4.0 * sigma / n) @ inverse.T
-    covariance = 0.5 * (covariance + covariance.T)
-    coords = {"parameter": names}
-    estimate = xr.DataArray(theta, dims=("parameter",), coords=coords, name="estimate")
-    standard_error = xr.DataArray(
-        np.sqrt(np.maximum(np.diag(covariance), 0.0)), dims=("parameter",), coords=coords,
-        name="standard_error",
-        attrs={"long_name": "asymptotic standard error (Hoeffding projection, sandwich)"})
-    covariance = xr.DataArray(
-        covariance, dims=("parameter", "parameter_bis"),
-        coords={"parameter": names, "parameter_bis": names}, name="covariance")
+    fit = fit_theta(objective, theta0, linear=linear, bounds=bounds, max_iter=max_iter,
+                    options=options, progress=progress)
     attrs = {
         "kernel": "IMQ", "stein_operator": "Langevin", "c": c, "beta": beta,
         **pre.attrs(), "n_data": int(n), "n_dim": int(d),
@@ -294,6 +202,4 @@ def min_ksd_fit(data, score_fn, theta0, *, linear=False, score_jacobian=None,
                       else "by central differences")),
         "score_evaluations": int(objective.evaluations),
     }
-    return MinKSDFit(estimate=estimate, standard_error=standard_error, covariance=covariance,
-                     ksd2_u=float(ksd2_u), ksd=float(ksd), converged=converged,
-                     n_iterations=n_iterations, message=message, attrs=attrs)
+    return fit_result(fit, names, attrs)

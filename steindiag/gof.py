@@ -1,116 +1,37 @@
 """Goodness-of-fit test with the kernel Stein discrepancy: ``ksd_test``.
 
-Data flow: input -> ``SteinInput`` (as ``ksd``) -> one preconditioner from the pooled
-draws -> bootstrap weights W (N, 1 + B), column 0 all ones (``stats.bootstrap``) -> one
-tiled pass ``engine.forms.quadratic_forms`` giving w^T K_p w for every column, per chain
-and pooled -> statistics, p-values -> labelled ``xarray.Dataset``.
+Data flow: input -> ``inputs.read_input`` (read once) -> one preconditioner from the
+pooled draws -> scores -> ``methods.ksd_test.plan_test`` (the bootstrap plan) ->
+``methods.ksd_test.test_forms`` (one tiled pass for the statistic and its bootstrap
+replicates, per chain and pooled) -> ``outputs.ksd_test`` (labelled ``xarray.Dataset``).
 """
 
-import dataclasses
-import numbers
-import warnings
-
-import numpy as np
-import xarray as xr
-
-from steindiag.stats.autocorrelation import (
-    chains_autocorrelation_time,
-    integrated_autocorrelation_time,
-)
-from steindiag.stats.bootstrap import (
-    MIN_POOLED_BLOCKS,
-    MIN_THINNED_DRAWS,
-    bootstrap_pvalue,
-    bootstrap_weights,
-    flip_probability,
-    thin_chains,
-    thinned_offsets,
-    thinning_lag,
-)
-from steindiag._attrs import netcdf_attrs
-from steindiag._ksd import _COMMON_PARAMETERS, _JAX_LOG_DENSITY, kernel_attrs
-from steindiag.engine.forms import forms_pairs, quadratic_forms
-from steindiag.engine.progress import CONSERVATIVE_FLOPS, check_progress, make_progress
-from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag._validate import check_rng
-from steindiag.inputs import as_trace, read_input
-from steindiag.inputs._prepare import has_chain_dimension
-from steindiag.engine import resolve_backend
+from steindiag._docs import fill_doc
+from steindiag._validate import check_bool, check_choice, check_int, check_rng, warn_user
+from steindiag.engine.dask import resolve_backend
+from steindiag.engine.progress import check_progress
+from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
-from steindiag._nystrom import check_estimator, nystrom_forms
-from steindiag.stats.damping import damping_window
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
+from steindiag.methods.ksd_test import BOOTSTRAPS, plan_test, test_forms
+from steindiag.methods.nystrom import check_estimator
+from steindiag.outputs.ksd_test import test_attrs, test_dataset, unreliable_message
 
 __all__ = ["ksd_test"]
 
-_BOOTSTRAPS = ("auto", "iid", "wild", "thinned", "multinomial")
-# Below this many expected sign flips in a chain, the wild bootstrap has too few
-# effectively independent pieces to be trusted: warn.
-_MIN_EXPECTED_FLIPS = 10.0
 
-# Parameters shared with ksd, without the engine's method/progress options.
-_PARAMETERS = (_COMMON_PARAMETERS.split("    method :")[0].rstrip() + "\n    space :"
-               + _COMMON_PARAMETERS.split("    space :")[1].split("    rng :")[0].rstrip())
-
-
-def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped=False, estimator="exact"):
-    if not isinstance(bootstrap, str) or bootstrap not in _BOOTSTRAPS:
-        raise ValueError(f"bootstrap must be one of {list(_BOOTSTRAPS)}; got {bootstrap!r}.")
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, numbers.Integral):
-        raise TypeError(
-            f"n_bootstrap must be a positive integer; got {type(n_bootstrap).__name__}."
-        )
-    if n_bootstrap < 1:
-        raise ValueError(f"n_bootstrap must be a positive integer; got {n_bootstrap}.")
-    if not isinstance(pooled, (bool, np.bool_)):
-        raise TypeError(f"pooled must be True or False; got {pooled!r}.")
-    if not isinstance(damped, (bool, np.bool_)):
-        raise TypeError(f"damped must be True or False; got {damped!r}.")
+def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped, estimator):
+    check_choice(bootstrap, "bootstrap", BOOTSTRAPS)
+    n_bootstrap = check_int(n_bootstrap, "n_bootstrap", minimum=1)
+    pooled, damped = check_bool(pooled, "pooled"), check_bool(damped, "damped")
     if damped and (bootstrap not in ("thinned", "iid", "auto") or estimator != "exact"):
         raise ValueError("damped=True needs bootstrap='thinned' or 'iid' and "
                          f"estimator='exact'; got bootstrap={bootstrap!r}, "
                          f"estimator={estimator!r}.")
-    rng = check_rng(rng)
-    return int(n_bootstrap), rng, bool(pooled)
+    return n_bootstrap, check_rng(rng), pooled, damped
 
 
-def _thinned_forms(prepared, pre, kernel, lag, n_offsets, n_block, rng, n_bootstrap,
-                   pooled, backend, window=None, bar=None):
-    """Quadratic forms of the thinned test: mean over the first ``n_offsets`` offsets o of
-    each block of ``lag`` draws of the forms of the draws o, o + lag, o + 2 lag, ...
-    (``n_block`` of each chain; the earliest n_draw - n_block * lag draws are left out),
-    with one set of independent signs shared by all offsets (the draws of one block of
-    ``lag`` consecutive draws share a sign; see ``stats.bootstrap.thinned_offsets`` for
-    why the last offsets of a block are not read).
-
-    ``window``: (m, grad log m) at the draws (``stats.damping.damping_window``); then the
-    forms of the damped Stein kernel too, with the same signs (weights times m, scores
-    plus grad log m). ``bar``: advanced by every pass. Returns ((per_chain, pooled), damped
-    or None).
-    """
-    n_chain, n_draw, _ = prepared.draws.shape
-    weights = bootstrap_weights("iid", rng, n_chain, n_block, n_bootstrap,
-                                np.full(n_chain, 0.5))
-    first = n_draw - n_block * lag
-    sums = [[0.0, 0.0], [0.0, 0.0]]
-    for offset in range(n_offsets):
-        index = slice(first + offset, n_draw, lag)
-        draws = np.ascontiguousarray(prepared.draws[:, index])
-        passes = [(prepared.scores[:, index], weights)]
-        if window is not None:
-            m, grad_log_m = window
-            passes.append((prepared.scores[:, index] + grad_log_m[:, index],
-                           weights * m[:, index].reshape(-1, 1)))
-        for k, (scores, w) in enumerate(passes):
-            chain_forms, all_forms = quadratic_forms(
-                draws, np.ascontiguousarray(scores), pre, kernel, w, pooled, backend=backend,
-                bar=bar)
-            sums[k][0] = sums[k][0] + chain_forms
-            sums[k][1] = sums[k][1] + (all_forms if pooled else 0.0)
-    results = [(per / n_offsets, (all_ / n_offsets if pooled else None))
-               for per, all_ in sums]
-    return results[0], (results[1] if window is not None else None)
-
-
+@fill_doc
 def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000, rng=None,
              pooled=True, damped=False, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
@@ -126,8 +47,23 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
 
     Parameters
     ----------
-{params}
-    bootstrap : {{"auto", "iid", "wild", "thinned", "multinomial"}}, default "auto"
+    {data}
+    {model}
+    {compile_mode}
+    {score}
+    {batched}
+    {kernel}
+    {c}
+    {beta}
+    {preconditioner}
+    {group}
+    {selection}
+    {sample_dims}
+    {space}
+    {client}
+    {estimator}
+    {n_landmarks}
+    bootstrap : {"auto", "iid", "wild", "thinned", "multinomial"}, default "auto"
         ``"thinned"``: for MCMC draws, calibrated at every autocorrelation time (the one
         :func:`diagnose` uses): the statistic is the mean over the first L - floor(tau
         - 1) offsets of N_L KSD^2_V of every L-th draw (N_L = draw // L of them
@@ -141,7 +77,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
     n_bootstrap : int, default 1000
         Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B).
-{log_density}
+    {log_density_jax}
     rng : int, numpy.random.Generator or None
         Source of the bootstrap weights and of the Nyström landmarks
         (``numpy.random.default_rng(rng)``).
@@ -206,7 +142,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     docs), the statistic is N KSD^2_V = N^-1 1^T K_p 1 and the bootstrap statistics are
     N^-1 w_b^T K_p w_b, b = 1..B, the same V-statistic form with random weights w_b
     (diagonal included, so both sides are built the same way). The p-value is
-    (1 + #{{b : bootstrap_b >= statistic}}) / (1 + B): the observed statistic counts as one
+    (1 + #{b : bootstrap_b >= statistic}) / (1 + B): the observed statistic counts as one
     of the B + 1 values and ties count against rejection (Davison & Hinkley 1997, Phipson
     & Smyth 2010). It is never 0 (an estimate from B replicates cannot support a smaller
     one), and P(p <= alpha) <= alpha for every alpha whenever the statistic and the
@@ -280,192 +216,29 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     >>> bool(res["pvalue"][0] < 0.05)
     True
     """
-    n_bootstrap, rng, pooled = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped,
-                                            estimator)
+    n_bootstrap, rng, pooled, damped = _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled,
+                                                    damped, estimator)
     check_progress(progress)
     rng = check_estimator(estimator, n_landmarks, rng)
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     backend = resolve_backend(client)
-    data = as_trace(data, model)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )
-    data, _, _, _, sample_dims = pending.resolve(data, model, score, log_density, sample_dims)
-    has_chain_dim = has_chain_dimension(data, sample_dims)
-    n_chain, n_draw, d = pending.draws.shape
+    n_draw, d = pending.draws.shape[1:]
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
-    if bootstrap == "auto":
-        bootstrap = "wild" if has_chain_dim else "iid"
-    tau = np.array([
-        integrated_autocorrelation_time(
-            np.concatenate([prepared.draws[ch], prepared.scores[ch]], axis=1)).max()
-        for ch in range(n_chain)
-    ])
-    lag = n_offsets = 1
-    n_used = n_draw
-    if bootstrap == "thinned":
-        # One lag for all chains, so that the blocks form one array: from the largest tau
-        # over the coordinates of the chains' mean autocorrelation (each chain's own
-        # largest tau is noisier, and its maximum over many coordinates biased upwards).
-        common_tau = chains_autocorrelation_time(
-            np.concatenate([prepared.draws, prepared.scores], axis=2)).max()
-        lag = int(thinning_lag(common_tau))
-        n_offsets = thinned_offsets(common_tau, lag)
-        n_used = max(n_draw // lag, 1)
-        if estimator == "nystrom":
-            # The Nystrom pass draws its own signs, so the offsets cannot share them: one
-            # thinned subsequence per chain, from a random offset (less power, same level).
-            kept = thin_chains(rng, n_chain, n_draw, lag)
-            rows = np.arange(n_chain)[:, None]
-            prepared = dataclasses.replace(
-                prepared, draws=np.ascontiguousarray(prepared.draws[rows, kept]),
-                scores=np.ascontiguousarray(prepared.scores[rows, kept]), draw=kept[0])
-    flip = {"wild": flip_probability(tau), "iid": np.full(n_chain, 0.5),
-            "thinned": np.full(n_chain, 0.5),
-            "multinomial": np.full(n_chain, np.nan)}[bootstrap]
-    # The p-value is marked unreliable (not only warned about) when a wild bootstrap's
-    # sign chain is expected to flip fewer than _MIN_EXPECTED_FLIPS times (pooled: in any
-    # chain, whose part of the pooled statistic is then badly simulated), or when the
-    # thinned test has fewer than MIN_THINNED_DRAWS blocks in a chain (pooled: in all, or
-    # MIN_POOLED_BLOCKS in a chain).
-    expected_flips = n_used * flip
-    if bootstrap == "wild":
-        reliable = expected_flips >= _MIN_EXPECTED_FLIPS
-    elif bootstrap == "thinned":
-        reliable = np.full(n_chain, n_used >= MIN_THINNED_DRAWS)
-        reliable_pooled = (n_used >= MIN_POOLED_BLOCKS
-                           and n_chain * n_used >= MIN_THINNED_DRAWS)
-    else:
-        reliable = np.ones(n_chain, dtype=bool)
-    if bootstrap != "thinned":
-        reliable_pooled = bool(reliable.all())
-    few = np.flatnonzero(~reliable)
-    if few.size:
-        labels = [prepared.chain[ch].item() for ch in few[:10]]
-        more = f" and {few.size - 10} more" if few.size > 10 else ""
-        if bootstrap == "wild":
-            warnings.warn(
-                f"ksd_test: chains {labels}{more} have autocorrelation times up to "
-                f"{tau[few].max():.3g} for {n_draw} draws, so the wild bootstrap's sign "
-                f"chain flips fewer than {_MIN_EXPECTED_FLIPS:g} times in them; their "
-                "p-values are unreliable. Run longer chains.",
-                UserWarning, stacklevel=2,
-            )
-        else:
-            warnings.warn(
-                f"ksd_test: chains {labels}{more} have autocorrelation times up to "
-                f"{common_tau:.3g}, so reading every {lag}-th of their {n_draw} draws keeps "
-                f"{n_used}, fewer than {MIN_THINNED_DRAWS}; their p-values are unreliable. "
-                "Run longer chains.",
-                UserWarning, stacklevel=2,
-            )
-    if estimator == "nystrom":
-        (per_chain, pooled_forms), estimator_attrs = nystrom_forms(
-            prepared, pre, kernel, n_landmarks, rng, bootstrap, n_bootstrap, flip, backend)
-    else:
-        thinned = bootstrap == "thinned" or (bootstrap == "iid" and damped)
-        # One bar over every pass of the forms: (damped: two) passes per offset.
-        n_passes = n_offsets * (2 if damped else 1) if thinned else 1
-        pairs = n_passes * forms_pairs(n_chain, n_used, pooled)
-        bar = make_progress(progress if backend is None else False, pairs,
-                            pairs * (8 * d + 20 + 2 * (1 + n_bootstrap)) / CONSERVATIVE_FLOPS,
-                            desc="ksd_test (bootstrap pass)")
-        try:
-            if thinned:
-                # (independent signs are the thinned test with lag 1)
-                window = damping_window(prepared.draws) if damped else None
-                (per_chain, pooled_forms), damped_forms = _thinned_forms(
-                    prepared, pre, kernel, lag, n_offsets, n_used, rng, n_bootstrap, pooled,
-                    backend, window, bar)
-            else:
-                weights = bootstrap_weights(bootstrap, rng, n_chain, n_used, n_bootstrap, flip)
-                per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores, pre,
-                                                          kernel, weights, pooled,
-                                                          backend=backend, bar=bar)
-                del weights
-        finally:
-            if bar is not None:
-                bar.close()
-        estimator_attrs = {"estimator": "exact"}
-    per_chain /= n_used
-    chain = xr.Variable(("chain",), prepared.chain)
-    data_vars = {
-        "statistic": (("chain",), per_chain[:, 0],
-                      {"long_name": "N KSD^2_V of each chain"}),
-        "pvalue": (("chain",), bootstrap_pvalue(per_chain[:, 1:], per_chain[:, 0]),
-                   {"long_name": "bootstrap p-value, each chain"}),
-        "bootstrap_statistic": (("chain", "bootstrap"), per_chain[:, 1:],
-                                {"long_name": "bootstrap statistics N^-1 w^T K_p w"}),
-        "autocorrelation_time": (("chain",), tau,
-                                 {"long_name": "integrated autocorrelation time (largest "
-                                               "over draws and scores)"}),
-        "flip_probability": (("chain",), flip,
-                             {"long_name": "flip probability of the sign chain"}),
-        "expected_sign_flips": (("chain",), expected_flips,
-                                {"long_name": "expected flips of the sign chain, draw * a"}),
-        "effective_draws": (("chain",), n_draw / tau,
-                            {"long_name": "effective number of draws, draw / tau"}),
-        "pvalue_reliable": (("chain",), reliable,
-                            {"long_name": "whether the bootstrap p-value can be trusted"}),
-    }
-    if damped:
-        damped_chain = damped_forms[0] / n_used
-        data_vars["statistic_damped"] = (("chain",), damped_chain[:, 0], {
-            "long_name": "statistic of the damped Stein kernel, each chain"})
-        data_vars["pvalue_damped"] = (("chain",), bootstrap_pvalue(damped_chain[:, 1:],
-                                                                  damped_chain[:, 0]),
-                                      {"long_name": "bootstrap p-value, damped, each chain"})
-        data_vars["bootstrap_statistic_damped"] = (("chain", "bootstrap"), damped_chain[:, 1:],
-                                                   {"long_name": "bootstrap statistics, damped "
-                                                                 "(same signs)"})
-        if pooled:
-            damped_all = damped_forms[1] / (n_chain * n_used)
-            data_vars["statistic_damped_pooled"] = ((), damped_all[0], {
-                "long_name": "statistic of the damped Stein kernel, pooled"})
-            data_vars["pvalue_damped_pooled"] = ((), bootstrap_pvalue(damped_all[1:],
-                                                                     damped_all[0]),
-                                                 {"long_name": "bootstrap p-value, damped, "
-                                                               "pooled"})
-            data_vars["bootstrap_statistic_damped_pooled"] = (
-                ("bootstrap",), damped_all[1:],
-                {"long_name": "bootstrap statistics, damped, pooled (same signs)"})
-    if pooled:
-        pooled_forms = pooled_forms / (n_chain * n_used)
-        data_vars["statistic_pooled"] = ((), pooled_forms[0],
-                                         {"long_name": "N KSD^2_V of all chains pooled"})
-        data_vars["pvalue_pooled"] = ((), bootstrap_pvalue(pooled_forms[1:], pooled_forms[0]),
-                                      {"long_name": "bootstrap p-value, pooled"})
-        data_vars["bootstrap_statistic_pooled"] = (("bootstrap",), pooled_forms[1:],
-                                                   {"long_name": "bootstrap statistics, pooled"})
-        data_vars["effective_draws_pooled"] = ((), float(np.sum(n_draw / tau)),
-                                               {"long_name": "effective draws, all chains"})
-        data_vars["pvalue_reliable_pooled"] = ((), bool(reliable_pooled),
-                                               {"long_name": "whether the pooled p-value "
-                                                             "can be trusted"})
-    attrs = {
-        "test": "KSD goodness of fit, statistic N KSD^2_V",
-        "bootstrap": bootstrap,
-        "n_bootstrap": n_bootstrap,
-        "flip_probability": flip,
-        "flip_probability_rule": {
-            "wild": "a = 1 / (1 + 12 tau), tau the chain's integrated autocorrelation time",
-            "iid": "a = 1/2 (independent Rademacher signs)",
-            "thinned": "a = 1/2 (independent Rademacher signs) on every L-th draw, "
-                       "L = 1 + floor(5 (tau - 1)) from the largest tau of the chains",
-            "multinomial": "none (centred multinomial counts)",
-        }[bootstrap],
-        "pvalue_rule": "(1 + #{bootstrap >= statistic}) / (1 + n_bootstrap)",
-        "thinning_lag": lag,
-        "thinning_offsets": n_offsets,
-        "n_draw_tested": n_used,
-        **kernel_attrs(prepared, pre, kernel),
-        **estimator_attrs,
-    }
-    return xr.Dataset(data_vars, coords={"chain": chain}, attrs=netcdf_attrs(attrs))
-
-
-ksd_test.__doc__ = ksd_test.__doc__.format(params=_PARAMETERS, log_density=_JAX_LOG_DENSITY)
+    plan = plan_test(prepared, bootstrap, has_chains=pending.has_chains, estimator=estimator,
+                     rng=rng)
+    message = unreliable_message(plan, prepared.chain, n_draw)
+    if message:
+        warn_user(message)
+    tested = plan.select(prepared)
+    forms = test_forms(tested, pre, kernel, plan, n_bootstrap=n_bootstrap, rng=rng,
+                       pooled=pooled, damped=damped, estimator=estimator,
+                       n_landmarks=n_landmarks, backend=backend, progress=progress)
+    return test_dataset(plan, forms, prepared.chain, n_draw,
+                        test_attrs(plan, forms, tested, pre, kernel, n_bootstrap))

@@ -1,30 +1,28 @@
-"""Scores computed once: ``add_scores`` stores a PyMC model's scores in the trace.
+"""Scores computed once: ``add_scores`` stores a model's scores in the trace.
 
 Data flow::
 
     trace + model -> inputs.read_input (the unconstrained draws every function reads)
-                  -> inputs._pymc.model_scores (one pass: batched or per-draw, the faster)
-                  -> the same trace with sample_stats["unconstrained_draw"] and
-                     sample_stats["gradient"] (nutpie's layout, which every function reads)
+                  -> the score source's one pass (PyMC: batched or per-draw, the faster;
+                     numpyro: jax.grad of its potential)
+                  -> outputs.traces: the same trace with sample_stats["unconstrained_draw"]
+                     and sample_stats["gradient"] (nutpie's layout, which every function
+                     reads)
 """
 
-import numpy as np
-import xarray as xr
-
-from steindiag._validate import check_finite
+from steindiag._containers import STORED_MARK, container_kind, is_labelled
+from steindiag._validate import check_choice, check_finite
+from steindiag._version import __version__
 from steindiag.engine.progress import check_progress
-from steindiag.inputs import as_trace, is_labelled, read_input
+from steindiag.inputs import as_trace, derived_score, read_input
+from steindiag.inputs._pymc import STRATEGIES
+from steindiag.outputs.traces import STATS_GROUPS, with_stored_scores
 
 __all__ = ["add_scores"]
 
-_STATS_GROUPS = {"posterior": "sample_stats", "warmup_posterior": "warmup_sample_stats"}
-_PARAMETER_DIM = "unconstrained_parameter"
-
 
 def _add_scores_iv(trace, model, group, strategy, progress):
-    from steindiag.inputs._trace import _container_kind
-
-    kind = _container_kind(trace)
+    kind = container_kind(trace)
     if kind not in ("inferencedata", "datatree") or (kind == "datatree" and not trace.children):
         raise TypeError(
             "trace must be an arviz.InferenceData or an xarray.DataTree with groups (the "
@@ -34,32 +32,13 @@ def _add_scores_iv(trace, model, group, strategy, progress):
         )
     if model is None:
         raise TypeError("model is required: add_scores evaluates the scores of a PyMC model.")
-    if group not in _STATS_GROUPS:
+    if group not in STATS_GROUPS:
         raise ValueError(
-            f"group must be one of {list(_STATS_GROUPS)} (the groups whose sampler "
+            f"group must be one of {list(STATS_GROUPS)} (the groups whose sampler "
             f"statistics group can hold the scores); got {group!r}."
         )
-    from steindiag.inputs._pymc import STRATEGIES
-
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}.")
-    if progress not in (None, True, False):
-        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
-
-
-def _with_group(trace, name, dataset):
-    """A copy of ``trace`` (same type) whose group ``name`` is ``dataset``."""
-    from steindiag.inputs._trace import _container_kind
-
-    if _container_kind(trace) == "datatree":
-        nodes = {node.path: node.to_dataset(inherit=False) for node in trace.subtree}
-        nodes[f"/{name}"] = dataset
-        return xr.DataTree.from_dict(nodes, name=trace.name)
-    import arviz as az
-
-    groups = {group: getattr(trace, group) for group in trace.groups()}
-    groups[name] = dataset
-    return az.InferenceData(**groups)
+    check_choice(strategy, "strategy", STRATEGIES)
+    check_progress(progress)
 
 
 def add_scores(trace, model=None, *, group="posterior", compile_mode=None, strategy="auto",
@@ -155,67 +134,17 @@ def add_scores(trace, model=None, *, group="posterior", compile_mode=None, strat
     >>> scored = steindiag.add_scores(idata, model)                  # doctest: +SKIP
     >>> steindiag.ksd(scored)["ksd_pooled"]   # no model: the stored scores  # doctest: +SKIP
     """
-    from steindiag.inputs._numpyro import is_numpyro_mcmc
-
-    if is_numpyro_mcmc(trace) or is_numpyro_mcmc(model):
+    if derived_score(trace, model) == "numpyro":
         return _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size,
                                    progress)
     trace = as_trace(trace, model)   # a MultiTrace: the InferenceData / DataTree of it
     _add_scores_iv(trace, model, group, strategy, progress)
     pending = read_input(trace, model, group=group, compile_mode=compile_mode,
                          need_score=False)
-    from steindiag import __version__
-    from steindiag.inputs import _pymc
-    from steindiag.inputs._trace import _STORED_MARK, _nutpie_labels
-
-    layout = _pymc.model_layout(model)
-    mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
-    n_chain, n_draw, d = pending.draws.shape
-    scores, chosen = _pymc.model_scores(
-        model, layout, pending.draws.reshape(-1, d), chunk_size=chunk_size, mode=mode,
-        strategy=strategy, progress=progress, return_strategy=True,
-    )
-    scores = scores.reshape(n_chain, n_draw, d)
+    scores, labels, attrs = pending.source.model_scores(
+        pending.draws, strategy=strategy, chunk_size=chunk_size, progress=progress)
     check_finite(scores, "scores", pending.chain, pending.draw)
-    attrs = {
-        _STORED_MARK: "unconstrained draws and grad log p of the model at them",
-        "space": "unconstrained",
-        "jacobian": "included",
-        "log_density": "model.logp(jacobian=True)",
-        "free_variables": [var.name for var in layout],
-        "value_variables": [var.value_name for var in layout],
-        "transforms": [var.transform for var in layout],
-        "pytensor_mode": mode if isinstance(mode, str) else str(mode),
-        "score_strategy": chosen,
-        "steindiag_version": __version__,
-    }
-    return _stored(trace, group, pending, scores, _nutpie_labels(layout), attrs)
-
-
-def _stored(trace, group, pending, scores, unconstrained_labels, attrs):
-    """``trace`` with the unconstrained draws of ``pending`` and their ``scores`` in the
-    sampler statistics group of ``group`` (nutpie's layout, plus steindiag's labels)."""
-    from steindiag.inputs._trace import _STORED_LABEL, _get_group
-
-    dims = ("chain", "draw", _PARAMETER_DIM)
-    stored = xr.Dataset(
-        {
-            "unconstrained_draw": (dims, pending.draws, {"space": "unconstrained"}),
-            "gradient": (dims, scores, attrs),
-        },
-        coords={"chain": pending.chain, "draw": pending.draw,
-                _PARAMETER_DIM: unconstrained_labels,
-                _STORED_LABEL: (_PARAMETER_DIM, np.asarray(pending.parameter, dtype=str))},
-    )
-    stats_name = _STATS_GROUPS[group]
-    stats = _get_group(trace, stats_name)
-    if stats is None:
-        stats = stored
-    else:
-        stale = [name for name in (*stored.data_vars, _STORED_LABEL, _PARAMETER_DIM)
-                 if name in stats.variables]
-        stats = stats.drop_vars(stale).merge(stored, join="left", compat="override")
-    return _with_group(trace, stats_name, stats)
+    return with_stored_scores(trace, group, pending, scores, labels, attrs)
 
 
 def _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size, progress):
@@ -239,14 +168,11 @@ def _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size,
             f"{type(model).__name__}).")
     if is_labelled(trace):
         _add_scores_iv(trace, model, group, strategy, progress)
-    from steindiag import __version__
-    from steindiag.inputs._trace import _STORED_MARK
-
     pending = read_input(trace, model, group=group)
     prepared = pending.with_scores()
     check_finite(prepared.scores, "scores", prepared.chain, prepared.draw)
     attrs = {
-        _STORED_MARK: "unconstrained draws and grad log p of the model at them",
+        STORED_MARK: "unconstrained draws and grad log p of the model at them",
         "space": "unconstrained",
         "jacobian": "included",
         "log_density": prepared.attrs.get("log_density", "-potential_energy (numpyro)"),
@@ -255,5 +181,5 @@ def _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size,
         "score_strategy": "jax.jit(jax.vmap(jax.grad(-potential_energy)))",
         "steindiag_version": __version__,
     }
-    return _stored(pending.container, group, prepared, prepared.scores,
-                   list(prepared.parameter), attrs)
+    return with_stored_scores(pending.origin.data, group, prepared, prepared.scores,
+                              list(prepared.parameter), attrs)

@@ -1,80 +1,50 @@
-"""KSD-optimal weights for the draws (see the docs' background page) and weighted summaries.
+"""KSD-optimal weights for the draws and weighted summaries: ``stein_weights``,
+``weighted_summary``.
 
-Data flow: input -> ``steindiag.inputs.read_input`` (every argument checked, draws read)
--> one preconditioner from the pooled draws -> scores (``SteinInput``) -> ``KernelPoints`` (kernel coordinates) -> a QP solver
-(``steindiag.methods.weights``: an exact active set, matrix-free pairwise Frank-Wolfe, or the optional dense interior point of
-piqp) -> the same optimality certificate for all -> labelled ``xarray.DataArray``.
+Data flow of ``stein_weights``: input -> ``inputs.read_input`` (read once) -> one
+preconditioner from the pooled draws -> scores -> ``methods.weights.optimal_weights`` (a QP
+solver: an exact active set, matrix-free pairwise Frank-Wolfe, or the optional dense
+interior point of piqp; the same optimality certificate for all) ->
+``methods.corrections.check_correction`` (divergences, unvisited mass, a KSD far above its
+floor) -> ``outputs.weights`` (a labelled ``xarray.DataArray``).
+
+``weighted_summary`` reads the trace's own variables (``inputs.read_columns``), computes
+``stats.weighted`` statistics and labels them like ``arviz.summary``.
 """
 
-import numbers
-import warnings
-
 import numpy as np
-import xarray as xr
 
-from steindiag.engine import products as _stein_products
-from steindiag._attrs import netcdf_attrs
-from steindiag._ksd import kernel_attrs
-from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag._corrections import (
-    CorrectionWarning,
-    check_correction,
-    check_missing_mass_option,
-)
-from steindiag._validate import check_method, check_rng
-from steindiag.inputs import as_trace, is_labelled, read_input
-from steindiag.inputs._ecosystems import as_plain_sources
-from steindiag.inputs._numpyro import as_numpyro_trace
+from steindiag._docs import fill_doc
+from steindiag._types import CorrectionWarning
+from steindiag._validate import (check_bool, check_callable, check_choice, check_int,
+                                 check_real, check_rng, warn_user)
+from steindiag.engine.progress import check_progress
+from steindiag.inputs import read_input
+from steindiag.inputs._columns import read_columns, read_weights
 from steindiag.kernels import make_kernel
-from steindiag.methods.weights import (
-    METHODS,
-    SteinWeightsError,
-    _SOLVERS,
-    _relative,
-    _solve,
-    _solver_version,
-    _choose_method,
-)
+from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
+from steindiag.methods.corrections import (check_correction, check_missing_mass_option,
+                                           summary_reasons)
+from steindiag.methods.weights import METHODS, SteinWeightsError, optimal_weights
+from steindiag.outputs.weights import interval_defaults, summary_frame, weights_dataarray
+from steindiag.stats.weighted import weighted_summary as weighted_statistics
 
 __all__ = ["stein_weights", "weighted_summary", "SteinWeightsError", "CorrectionWarning"]
 
-# -- validation -------------------------------------------------------------------------
+
+def _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress, log_density):
+    check_choice(method, "method", sorted(METHODS))
+    check_progress(progress)
+    check_bool(per_chain, "per_chain")
+    tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True, high_open=True)
+    check_int(max_iter, "max_iter", minimum=1, allow_none=True)
+    check_real(memory_limit, "memory_limit", low=0.0, low_open=True, allow_none=True)
+    check_callable(log_density, "log_density", "a callable on the flat parameter vector "
+                   "((n, d) -> (n,) if batched)")
+    return tol
 
 
-def _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress):
-    check_method(method, set(METHODS))
-    if progress not in (None, True, False):
-        raise TypeError(f"progress must be None, True or False; got {progress!r}.")
-    if not isinstance(per_chain, (bool, np.bool_)):
-        raise TypeError(f"per_chain must be True or False; got {per_chain!r}.")
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real):
-        raise TypeError(f"tol must be a real number; got {type(tol).__name__}.")
-    if not 0.0 < float(tol) < 1.0:
-        raise ValueError(f"tol must be in the open interval (0, 1); got tol={tol}.")
-    if max_iter is not None:
-        if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)):
-            raise TypeError(f"max_iter must be None or an integer; got {type(max_iter).__name__}.")
-        if max_iter < 1:
-            raise ValueError(f"max_iter must be None or an integer >= 1; got {max_iter}.")
-    if memory_limit is not None:
-        if isinstance(memory_limit, bool) or not isinstance(memory_limit, numbers.Real):
-            raise TypeError(
-                f"memory_limit must be None or a number of bytes; got {type(memory_limit).__name__}."
-            )
-        if not memory_limit > 0:
-            raise ValueError(f"memory_limit must be > 0 bytes; got {memory_limit}.")
-    return float(tol)
-
-
-def _weights_doc_parameters():
-    from steindiag._ksd import _COMMON_PARAMETERS
-
-    head, _, _ = _COMMON_PARAMETERS.partition("    method : {")
-    # space= applies; client= does not (the weights' solvers run on this machine).
-    space = "    space :" + _COMMON_PARAMETERS.split("    space :")[1].split("    client :")[0]
-    return head.rstrip("\n") + "\n" + space.rstrip()
-
-
+@fill_doc
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
@@ -84,8 +54,20 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
 
     Parameters
     ----------
-{params}
-    method : {{"auto", "active-set", "blocks", "frank-wolfe", "dense"}}, default "auto"
+    {data}
+    {model}
+    {compile_mode}
+    {score}
+    {batched}
+    {kernel}
+    {c}
+    {beta}
+    {preconditioner}
+    {group}
+    {selection}
+    {sample_dims}
+    {space}
+    method : {"auto", "active-set", "blocks", "frank-wolfe", "dense"}, default "auto"
         ``"active-set"``: exact (Lawson-Hanson on an equivalent non-negative least
         squares problem). It works on a low-rank factor K_p ~ F F^T (pivoted
         Cholesky, 8 N r bytes) when K_p is numerically of low rank r (one parameter:
@@ -139,7 +121,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         Frank-Wolfe iterations within about a second (calls of about 0.25 s of work),
         and the exact active-set solver (``method="active-set"``, and each block of
         ``"blocks"``) between blocks of points (it runs in a worker thread).
-{checks}
+    {log_density_checks}
+    {missing_mass_checks}
+    {rng_checks}
 
     Returns
     -------
@@ -196,7 +180,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     sampler never visited gets no weight, so where the chains missed mass (a funnel
     behind divergences, a mode never found) the weighted estimate can move further from
     the truth while the weighted KSD falls below its floor. Centred eight schools (4 x
-    1000 NUTS draws with divergences; benchmarks/bench_corrections.py): {eight_schools}
+    1000 NUTS draws with divergences; benchmarks/bench_corrections.py): weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the truth while their own KSD said the fit improved.
     Hence the checks and their warnings (see ``missing_mass``).
 
     "Far above the floor": for N exact independent draws of p the squared KSD has mean
@@ -265,9 +249,8 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     True
     """
     kernel = make_kernel(kernel, c, beta)
-    tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress)
+    tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress, log_density)
     check_missing_mass_option(missing_mass)
-    _check_log_density_callable(log_density)
     rng = check_rng(rng)
     check_preconditioner(preconditioner)
     pending = read_input(
@@ -275,242 +258,20 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )
-    data, model, score, log_density, batched = as_plain_sources(
-        pending, data, model, score, log_density, batched)
-    # A numpyro MCMC or a JAX log density: its trace, score and log p from here on.
-    data, model, score, log_density, sample_dims = pending.resolve(
-        data, model, score, log_density, sample_dims)
-    n_chain, n_draw, d = pending.draws.shape
+    d = pending.draws.shape[2]
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
-    if per_chain:
-        problems = [(prepared.draws[k], prepared.scores[k]) for k in range(n_chain)]
-    else:
-        problems = [(prepared.draws.reshape(-1, d), prepared.scores.reshape(-1, d))]
-    chosen = _choose_method(method, d)
-    solutions, methods, ksd_checks = [], [], []
-    for draws, scores in problems:
-        points = _stein_products.KernelPoints(draws, scores, pre, kernel)
-        solution, used = _solve(points, chosen, method, tol, max_iter, memory_limit, progress)
-        solution.ksd_iid = float(np.sqrt(points.diagonal.mean() / points.n))
-        if not np.isfinite(solution.ksd2_uniform):
-            solution.ksd2_uniform = float(points.matvec(np.full(points.n, 1.0 / points.n)).mean())
-        solutions.append(solution)
-        methods.append(used)
-        ksd_checks.append((points, float(np.sqrt(max(solution.ksd2, 0.0))), "weighted"))
-    weights = np.stack([s.weights for s in solutions]).reshape(n_chain, n_draw)
-    used_methods = sorted(set(methods), key=methods.index)
-    label = "; ".join(_SOLVERS[m][0] + (f" {_solver_version(m)}" if _solver_version(m) else "")
-                      for m in used_methods)
-    per_problem = {
-        "ksd_uniform": [np.sqrt(max(s.ksd2_uniform, 0.0)) for s in solutions],
-        "ksd_weighted": [np.sqrt(max(s.ksd2, 0.0)) for s in solutions],
-        "duality_gap": [s.gap for s in solutions],
-        "relative_duality_gap": [_relative(s.gap, s.ksd2) for s in solutions],
-        "rounding_floor": [s.floor for s in solutions],
-        "ksd_iid": [s.ksd_iid for s in solutions],
-        "converged": [int(s.converged) for s in solutions],
-        "iterations": [s.iterations for s in solutions],
-        "solver_status": [s.status for s in solutions],
-    }
+    solutions, methods, points = optimal_weights(
+        prepared, pre, kernel, per_chain=per_chain, method=method, tol=tol, max_iter=max_iter,
+        memory_limit=memory_limit, progress=progress)
     checks = check_correction(
-        data=data, group=group, sample_dims=sample_dims, prepared=prepared, model=model,
-        score=score, log_density=log_density, batched=batched, kernel=kernel,
-        preconditioner=pre, missing_mass=missing_mass, rng=rng, compile_mode=compile_mode,
-        ksd_checks=ksd_checks,
-    )
-    pooled = weights / weights.sum()
-    attrs = {
-        "long_name": "KSD-optimal weight of each draw",
-        "method": "; ".join(used_methods),
-        "solver": label,
-        "normalised_over": "each chain" if per_chain else "all draws",
-        "tol": tol,
-        "kish_ess": float(1.0 / np.sum(pooled**2)),
-        **kernel_attrs(prepared, pre, kernel),
-        **checks.attrs(),
-    }
-    coords = {"chain": prepared.chain, "draw": prepared.draw}
-    if per_chain:
-        per_problem["kish_ess"] = [float(1.0 / np.sum(s.weights**2)) for s in solutions]
-        del attrs["kish_ess"]
-        for name, values in per_problem.items():
-            coords[name] = ("chain", np.asarray(values))
-    else:
-        attrs.update({name: values[0] for name, values in per_problem.items()})
+        pending=pending, prepared=prepared, kernel=kernel, preconditioner=pre,
+        missing_mass=missing_mass, rng=rng,
+        ksd_checks=[(p, float(np.sqrt(max(s.ksd2, 0.0))), "weighted")
+                    for p, s in zip(points, solutions)])
     checks.warn("stein_weights")
-    return xr.DataArray(weights, dims=("chain", "draw"), coords=coords,
-                        name="stein_weight", attrs=netcdf_attrs(attrs))
-
-
-def _check_log_density_callable(log_density):
-    if log_density is not None and not callable(log_density):
-        raise TypeError(
-            "log_density must be None or a callable on the flat parameter vector ((n, d) -> "
-            f"(n,) if batched); got {type(log_density).__name__}."
-        )
-
-
-_CHECKS_PARAMETERS = """\
-    log_density : callable, optional
-        log p up to a constant on the flat parameter vector, (n, d) -> (n,) (or (d,) ->
-        scalar if ``batched=False``), in the space of the scores; used only by the
-        missing-mass search. Default: from ``model`` (a PyMC model or a numpyro
-        ``MCMC``) when one is given. With no ``score``: a JAX-traceable log p of one
-        position (the flat (d,) vector, or a pytree like the positions), whose
-        ``jax.grad`` is the score.
-    missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
-        Whether to look for mass the chains never visited (a mode, a region behind
-        divergences). ``"auto"``: search when log p can be evaluated at new points
-        (``log_density=`` or a PyMC model) and the score too (a callable or a model);
-        otherwise not, and the attrs say why. ``True``: search, or raise if it cannot
-        run. ``False``: skip. A result of the search done already (an object with a
-        boolean ``found`` and a ``summary``, as
-        ``steindiag.methods.missing_mass.search_missing_mass`` returns) is used as it is.
-        Cost: the search's log-density and score evaluations (reported in the attrs as
-        ``missing_mass_n_log_density``); with a PyMC model each is one batched graph call.
-    rng : numpy.random.Generator or int, optional
-        Randomness of the missing-mass search (None: fresh entropy)."""
-
-_EIGHT_SCHOOLS = (
-    "weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred "
-    "run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, "
-    "weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the "
-    "truth while their own KSD said the fit improved."
-)
-
-stein_weights.__doc__ = stein_weights.__doc__.format(
-    params=_weights_doc_parameters(), checks=_CHECKS_PARAMETERS,
-    eight_schools=_EIGHT_SCHOOLS,
-)
-
-
-# -- weighted summary -------------------------------------------------------------------
-
-
-def _posterior_dataset(data, group):
-    """The ``group`` of an InferenceData / DataTree (read with xarray), or a Dataset itself."""
-    from steindiag.inputs._trace import _container_kind, _get_group, _group_names
-
-    if isinstance(data, xr.DataArray):
-        return data.to_dataset(name=data.name if data.name is not None else "x")
-    kind = _container_kind(data)
-    if kind == "dataset":
-        return data
-    if kind == "datatree" and not data.children and data.has_data:
-        return data.to_dataset()   # a single group's node, e.g. ``idata.posterior``
-    if kind is None:
-        raise TypeError(
-            "data must be an array, an xarray.Dataset, an xarray.DataTree or an "
-            f"arviz.InferenceData; got {type(data).__name__}."
-        )
-    dataset = _get_group(data, group)
-    if dataset is None:
-        raise ValueError(f"data has no group {group!r}; its groups are {_group_names(data)}.")
-    return dataset
-
-
-def _select_vars(dataset, var_names, coords):
-    if var_names is not None:
-        names = [var_names] if isinstance(var_names, str) else list(var_names)
-        missing = [name for name in names if name not in dataset.data_vars]
-        if missing:
-            raise ValueError(
-                f"var_names {missing} are not variables of the trace; it has "
-                f"{list(dataset.data_vars)}."
-            )
-        dataset = dataset[names]
-    if coords is not None:
-        from steindiag.inputs._trace import _select
-
-        if not isinstance(coords, dict):
-            raise TypeError(f"coords must be a dict; got {type(coords).__name__}.")
-        dataset = _select(dataset, coords, "the trace")
-    return dataset
-
-
-def _trace_columns(data, group, var_names, coords, sample_dims):
-    from steindiag.inputs._labels import variable_labels
-
-    """(labels, values (chain, draw, n_columns)) of every posterior variable element."""
-    dataset = _select_vars(_posterior_dataset(data, group), var_names, coords)
-    chain_dim, draw_dim = sample_dims
-    labels = []
-    columns = []
-    for name, variable in dataset.data_vars.items():
-        if chain_dim not in variable.dims or draw_dim not in variable.dims:
-            continue
-        if not (np.issubdtype(variable.dtype, np.number) or variable.dtype == bool):
-            continue
-        other = [dim for dim in variable.dims if dim not in (chain_dim, draw_dim)]
-        values = variable.transpose(chain_dim, draw_dim, *other).values
-        values = values.reshape(values.shape[0], values.shape[1], -1).astype(np.float64)
-        labels.extend(variable_labels(name, variable, sample_dims))
-        columns.append(values)
-    if not columns:
-        raise ValueError(
-            f"no numeric variable with dims {sample_dims} in the trace's group {group!r}."
-        )
-    return labels, np.concatenate(columns, axis=2), dataset
-
-
-def _summary_weights(weights, shape, chain_values=None, draw_values=None):
-    n_chain, n_draw = shape
-    if isinstance(weights, xr.DataArray):
-        if set(weights.dims) != {"chain", "draw"}:
-            raise ValueError(f"weights must have dims ('chain', 'draw'); got {weights.dims}.")
-        if chain_values is not None and "chain" in weights.coords and "draw" in weights.coords:
-            if (weights.sizes["chain"] != n_chain or weights.sizes["draw"] != n_draw
-                    or not np.array_equal(weights["chain"].values, chain_values)
-                    or not np.array_equal(weights["draw"].values, draw_values)):
-                raise ValueError(
-                    f"weights do not match the trace: weights have chain {weights.sizes['chain']}"
-                    f" x draw {weights.sizes['draw']} (coordinates must match too), the trace "
-                    f"has chain {n_chain} x draw {n_draw}."
-                )
-        values = weights.transpose("chain", "draw").values
-    else:
-        try:
-            values = np.asarray(weights, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"weights must be an array or a DataArray of numbers; got {type(weights).__name__}."
-            ) from None
-        if values.ndim == 1 and n_chain == 1:
-            values = values[None, :]
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape != (n_chain, n_draw):
-        raise ValueError(
-            f"weights do not match the trace: weights have shape {values.shape}, the draws "
-            f"have (chain, draw) = ({n_chain}, {n_draw})."
-        )
-    if not np.all(np.isfinite(values)):
-        raise ValueError("weights must be finite.")
-    if np.any(values < 0):
-        raise ValueError(f"weights must be >= 0; the smallest is {values.min():.3g}.")
-    total = values.sum()
-    if not total > 0:
-        raise ValueError("weights must not all be zero.")
-    return values / total
-
-
-def _weighted_quantiles(values, weights, probabilities):
-    """Inverse of the weighted empirical CDF: the smallest x with F_w(x) >= p.
-
-    values (N, m), weights (N,) summing to 1 -> (len(probabilities), m).
-    """
-    order = np.argsort(values, axis=0, kind="stable")
-    sorted_values = np.take_along_axis(values, order, axis=0)
-    cumulative = np.cumsum(weights[order], axis=0)
-    out = np.empty((len(probabilities), values.shape[1]))
-    n = values.shape[0]
-    for col in range(values.shape[1]):
-        cum = cumulative[:, col]
-        # Guard the last step against the rounding of the cumulative sum.
-        cum = cum / cum[-1]
-        index = np.searchsorted(cum, probabilities, side="left")
-        out[:, col] = sorted_values[np.minimum(index, n - 1), col]
-    return out
+    return weights_dataarray(solutions, methods, prepared, pre, kernel, per_chain=per_chain,
+                             tol=tol, checks=checks)
 
 
 def _summary_iv(probabilities):
@@ -523,69 +284,6 @@ def _summary_iv(probabilities):
     if not np.all((probabilities >= 0) & (probabilities <= 1)):
         raise ValueError(f"quantiles must be in [0, 1]; got {probabilities.tolist()}.")
     return probabilities
-
-
-def _interval_defaults(ci_prob, ci_kind):
-    """ArviZ's default interval of ``arviz.summary`` (read at run time) and its column names.
-
-    ArviZ 1.x: ``rcParams["stats.ci_kind"]`` ("eti") at ``rcParams["stats.ci_prob"]``
-    (0.89), columns ``eti89_lb``, ``eti89_ub``. ArviZ 0.x: the HDI at
-    ``rcParams["stats.ci_prob"]`` (0.94), columns ``hdi_3%``, ``hdi_97%``. Without ArviZ,
-    the 1.x defaults.
-    """
-    try:
-        import arviz
-
-        rc = arviz.rcParams
-        keys = set(rc.keys())
-    except ImportError:
-        rc, keys = {}, set()
-    new_style = "stats.ci_kind" in keys or not keys
-    if ci_kind is None:
-        ci_kind = rc["stats.ci_kind"] if "stats.ci_kind" in keys else ("eti" if not keys else "hdi")
-    if ci_kind not in ("hdi", "eti"):
-        raise ValueError(f"ci_kind must be 'hdi' or 'eti'; got {ci_kind!r}.")
-    if ci_prob is None:
-        ci_prob = next((rc[key] for key in ("stats.ci_prob", "stats.hdi_prob") if key in keys),
-                       0.89)
-    if isinstance(ci_prob, bool) or not isinstance(ci_prob, numbers.Real) \
-            or not 0 < ci_prob < 1:
-        raise ValueError(f"ci_prob must be a number in (0, 1); got {ci_prob!r}.")
-    ci_prob = float(ci_prob)
-    if new_style:
-        percent = int(ci_prob * 100)
-        names = (f"{ci_kind}{percent}_lb", f"{ci_kind}{percent}_ub")
-    else:
-        alpha = 1.0 - ci_prob
-        names = (f"{ci_kind}_{100 * alpha / 2:g}%", f"{ci_kind}_{100 * (1 - alpha / 2):g}%")
-    return ci_prob, ci_kind, names
-
-
-def _weighted_hdi(values, weights, prob):
-    """Shortest interval [x_(i), x_(j)] of the weighted draws holding more than ``prob``, (2, m).
-
-    j(i) is the first sorted draw with sum_(i <= k <= j) w_k > prob: for equal weights
-    j = i + floor(prob N), ArviZ's rule for its HDI of unweighted draws.
-    """
-    n, m = values.shape
-    out = np.empty((2, m))
-    tiny = 1e-12
-    for col in range(m):
-        order = np.argsort(values[:, col], kind="stable")
-        x = values[order, col]
-        cum = np.cumsum(weights[order])
-        cum = cum / cum[-1]
-        before = np.concatenate([[0.0], cum[:-1]])
-        last = np.searchsorted(cum, before + prob + tiny, side="right")
-        valid = last < n
-        if not valid.any():
-            out[:, col] = x[0], x[-1]
-            continue
-        last = np.minimum(last, n - 1)
-        width = np.where(valid, x[last] - x, np.inf)
-        best = int(np.argmin(width))
-        out[:, col] = x[best], x[last[best]]
-    return out
 
 
 def weighted_summary(data, weights, *, group="posterior", var_names=None, coords=None,
@@ -674,87 +372,19 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     >>> list(table.columns[:2]), list(table.columns[-2:])   # the interval's names: ArviZ's
     (['mean', 'sd'], ['mcse_mean', 'ess_kish'])
     """
-    import pandas as pd
-
     probabilities = None if quantiles is None else _summary_iv(quantiles)
-    ci_prob, ci_kind, interval_names = _interval_defaults(ci_prob, ci_kind)
-    data = as_numpyro_trace(as_trace(data))   # a numpyro MCMC: its constrained draws
-    array_dims = sample_dims
-    sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
-    if is_labelled(data) and len(sample_dims) != 2:
-        raise ValueError(f"sample_dims must name two dims (chain, draw); got {sample_dims}.")
-    if is_labelled(data):
-        labels, values, dataset = _trace_columns(data, group, var_names, coords, sample_dims)
-        chain_dim, draw_dim = sample_dims
-        chain_values = dataset[chain_dim].values if chain_dim in dataset.coords else None
-        draw_values = dataset[draw_dim].values if draw_dim in dataset.coords else None
-    else:
-        for name, value in (("var_names", var_names), ("coords", coords)):
-            if value is not None:
-                raise TypeError(f"{name} applies to labelled traces only; data is an array.")
-        from steindiag.inputs._arrays import read_array_draws
-
-        # The same reading of an array's axes as stein_weights (sample_dims for arrays).
-        _, _, values, labels = read_array_draws(data, array_dims)
-        chain_values = draw_values = None
-    n_chain, n_draw, n_col = values.shape
-    w = _summary_weights(weights, (n_chain, n_draw), chain_values, draw_values).reshape(-1)
-    flat = values.reshape(-1, n_col)
-    mean = w @ flat
-    sum_w2 = float(np.sum(w**2))
-    centred = flat - mean
-    variance = (w @ (centred * centred)) / (1.0 - sum_w2) if sum_w2 < 1 else np.full(n_col, np.nan)
-    table = {"mean": mean, "sd": np.sqrt(variance)}
-    if ci_kind == "hdi":
-        interval = _weighted_hdi(flat, w, ci_prob)
-    else:
-        interval = _weighted_quantiles(flat, w, [(1 - ci_prob) / 2, (1 + ci_prob) / 2])
-    table[interval_names[0]], table[interval_names[1]] = interval
-    table["mcse_mean"] = np.sqrt((w * w) @ (centred * centred))
-    if probabilities is not None:
-        for p, row in zip(probabilities, _weighted_quantiles(flat, w, probabilities)):
-            table[f"q{100 * p:g}%"] = row
-    kish = 1.0 / sum_w2
-    table["ess_kish"] = np.full(n_col, kish)
-    frame = pd.DataFrame(table, index=labels)
-    frame.attrs["kish_ess"] = kish
-    frame.attrs["n_draws"] = n_chain * n_draw
-    frame.attrs["ci_prob"] = ci_prob
-    frame.attrs["ci_kind"] = ci_kind
-    reasons = _summary_reasons(data, weights, group, sample_dims if is_labelled(data) else None,
-                               chain_values, draw_values)
-    frame.attrs["correction_warnings"] = " | ".join(reasons)
+    ci_prob, ci_kind, interval_names = interval_defaults(ci_prob, ci_kind)
+    columns = read_columns(data, group=group, var_names=var_names, coords=coords,
+                           sample_dims=sample_dims)
+    n_chain, n_draw, n_col = columns.values.shape
+    w = read_weights(weights, (n_chain, n_draw), columns.chain, columns.draw).reshape(-1)
+    summary = weighted_statistics(columns.values.reshape(-1, n_col), w, ci_prob=ci_prob,
+                                  ci_kind=ci_kind, probabilities=probabilities)
+    reasons = summary_reasons(columns.sampler_warnings(), getattr(weights, "attrs", {}))
     if reasons:
-        warnings.warn(
-            "weighted_summary cannot be trusted here: " + "; ".join(reasons) + ". Weights "
-            "only redistribute mass among the visited draws; they cannot put mass where "
-            "the sampler never went.",
-            CorrectionWarning,
-            stacklevel=2,
-        )
-    return frame
-
-
-def _summary_reasons(data, weights, group, sample_dims, chain_values, draw_values):
-    """Causes not to trust a weighted summary: divergences, and what the weights recorded."""
-    from steindiag.inputs import sampler_warnings
-
-    reasons = []
-    if sample_dims is not None:
-        found = sampler_warnings(data, group=group, chain=chain_values, draw=draw_values,
-                                 sample_dims=sample_dims)
-        if found is not None and found.total > 0:
-            reasons.append(
-                f"the sampler reported {found.total} divergent transitions ({found.source}), "
-                "so the chains missed part of the posterior"
-            )
-    recorded = getattr(weights, "attrs", {})
-    if recorded.get("missing_mass") == "found":
-        reasons.append("the weights record mass the chains never visited ("
-                       f"{recorded.get('missing_mass_detail', '')})")
-    if recorded.get("ksd_far_above_floor"):
-        reasons.append(
-            f"the weights' KSD {recorded.get('ksd_weighted', float('nan')):.3g} stays far above "
-            f"its floor (threshold {recorded.get('ksd_far_threshold', float('nan')):.3g})"
-        )
-    return reasons
+        warn_user("weighted_summary cannot be trusted here: " + "; ".join(reasons) + ". "
+                  "Weights only redistribute mass among the visited draws; they cannot put "
+                  "mass where the sampler never went.", CorrectionWarning)
+    return summary_frame(summary, columns.labels, interval_names, probabilities,
+                         n_draws=n_chain * n_draw, ci_prob=ci_prob, ci_kind=ci_kind,
+                         reasons=reasons)

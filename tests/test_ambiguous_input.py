@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 
 import steindiag
-from steindiag.inputs._trace import prepare_trace
+from trace_reading import prepare_trace
 
 
 def _normal_draws(rng, n_chain, n_draw, d):

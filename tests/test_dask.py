@@ -21,7 +21,7 @@ distributed = pytest.importorskip("distributed")
 
 import steindiag  # noqa: E402
 from steindiag.engine.local import _MANY_CHAINS  # noqa: E402
-from steindiag.engine import resolve_backend  # noqa: E402
+from steindiag.engine.dask import resolve_backend  # noqa: E402
 from steindiag.kernels import IMQ  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,4 +1,4 @@
-"""The trace input layer (steindiag.inputs._trace.prepare_trace) without PyMC.
+"""The trace input layer (steindiag.inputs._trace.read_trace) without PyMC.
 
 Sources of truth: the arrays the test itself puts into the trace (draws must come out
 unchanged, in the documented order), closed-form scores (N(0, 1): s(x) = -x), and the
@@ -14,7 +14,7 @@ import xarray as xr
 
 import steindiag
 import steindiag.accessors  # noqa: F401  (registers DataTree.stein)
-from steindiag.inputs._trace import prepare_trace
+from trace_reading import prepare_trace
 from steindiag._types import SteinInput
 
 

@@ -166,12 +166,12 @@ def test_estimator_is_passed_to_the_test():
 
 
 def test_auto_chooses_nystrom_and_thinned_mmd_above_the_budgets(monkeypatch):
-    from steindiag import _diagnose
+    from steindiag.methods import evidence
 
     x = np.random.default_rng(11).standard_normal((2, 400, 2))
     # Budgets lowered (monkeypatch) so that 800 draws count as "too many" for the exact passes.
-    monkeypatch.setattr(_diagnose, "_EXACT_BUDGET_FLOPS", 1e6)
-    monkeypatch.setattr(_diagnose, "_MMD_BUDGET_PAIRS", 1e4)
+    monkeypatch.setattr(evidence, "EXACT_BUDGET_FLOPS", 1e6)
+    monkeypatch.setattr(evidence, "MMD_BUDGET_PAIRS", 1e4)
     res = steindiag.diagnose(x, score=-x, rng=0, missing_mass=False)
     # Truth: the documented rule - above the budget "auto" runs ksd_test with the Nystrom
     # estimator and thins the chains for MMD by ceil(N / sqrt(budget)) = ceil(800 / 100) = 8;
@@ -227,7 +227,7 @@ def test_sticky_chains_are_inconclusive_not_fits():
         ({"n_bootstrap": 0}, ValueError, "n_bootstrap"),
         ({"n_bootstrap": 50}, ValueError, "n_bootstrap=50 is too small"),
         ({"n_permutations": 2.5}, TypeError, "n_permutations"),
-        ({"log_density": np.zeros(10)}, TypeError, "log_density must be a callable"),
+        ({"log_density": np.zeros(10)}, TypeError, "log_density must be None or a callable"),
         ({"estimator": "fast"}, ValueError, "estimator"),
         ({"missing_mass": "yes"}, TypeError, "missing_mass"),
         ({"kernel": "cosine"}, ValueError, "kernel"),
@@ -299,9 +299,11 @@ def test_pooled_rules():
     assert pooled(reliable_pooled=False) == "inconclusive"
     assert pooled(stuck=np.array([True, False])) == "does not fit"
     assert pooled(pvalue=np.array([0.001, 0.5])) == "does not fit"
-    verdict, reason = rules.pooled_verdict(_evidence(reliable_pooled=False, kept_draws=5), 0.01)
+    verdict, code, reason = rules.pooled_verdict(
+        _evidence(reliable_pooled=False, kept_draws=5), 0.01)
     # kept 5 of 500 per chain, 20 needed: about 500 * 20 / 5 = 2000 draws per chain.
     assert verdict == "inconclusive" and "2000 draws per chain" in reason
+    assert code == "too_few_draws"
 
 
 # ------------------------------------------------------------------------------------

@@ -174,7 +174,7 @@ def test_pystan_in_one_call(pystan_recipe):
     assert pending.attrs["space"] == "unconstrained"
     # Divergences: pystan's own divergent__ column, per chain.
     flags = np.asarray(fit["divergent__"]).reshape(-1, fit.num_chains).T
-    np.testing.assert_array_equal(pending.sampler_warnings.divergences, flags.sum(axis=1))
+    np.testing.assert_array_equal(pending.sampler_warnings().divergences, flags.sum(axis=1))
 
 
 def test_pystan_selection_and_errors(pystan_recipe):
@@ -263,9 +263,9 @@ def test_cmdstanpy_with_bridgestan_model():
     pending = read_input(fit, model)
     # points of any memory layout (BridgeStan takes C-contiguous float64 only)
     points = np.asfortranarray(prepared.draws.reshape(-1, 2))
-    np.testing.assert_array_equal(pending.score_function(points), prepared.scores.reshape(-1, 2))
-    np.testing.assert_array_equal(pending.log_density(points.astype(np.float32)).shape, (600,))
-    np.testing.assert_array_equal(pending.sampler_warnings.divergences,
+    np.testing.assert_array_equal(pending.source.score(points), prepared.scores.reshape(-1, 2))
+    np.testing.assert_array_equal(pending.source.log_density(points.astype(np.float32)).shape, (600,))
+    np.testing.assert_array_equal(pending.sampler_warnings().divergences,
                                   columns[..., 1].sum(axis=1))
     res = steindiag.diagnose(fit, model, missing_mass=False, rng=0)
     assert "divergences" in res

@@ -199,7 +199,7 @@ def test_mmd_arguments_checked_before_reading(kwargs, error, match, monkeypatch)
     original = arrays.read_array_draws
     monkeypatch.setattr(arrays, "read_array_draws",
                         lambda *a, **k: reads.append(1) or original(*a, **k))
-    import steindiag.inputs._prepare as prepare
+    import steindiag.inputs._read as prepare
 
     monkeypatch.setattr(prepare, "read_array_draws", arrays.read_array_draws)
     with pytest.raises(error, match=match):

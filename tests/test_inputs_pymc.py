@@ -19,7 +19,7 @@ pm = pytest.importorskip("pymc")
 
 import steindiag  # noqa: E402
 from steindiag.inputs import _pymc  # noqa: E402
-from steindiag.inputs._trace import prepare_trace  # noqa: E402
+from trace_reading import prepare_trace  # noqa: E402
 
 FAST = {"mode": "FAST_COMPILE"}
 

@@ -33,7 +33,7 @@ from reference import (
 )
 
 import steindiag
-from steindiag import _mmd
+from steindiag.methods import mmd as _mmd
 from steindiag.engine import forms
 from steindiag.stats.bootstrap import bootstrap_weights
 from steindiag.engine import products as _stein_products

@@ -313,7 +313,7 @@ def test_agrees_with_exact_on_ar1_chains(d, monkeypatch):
     # Truth: without the exact lag pairs the estimate misses the close pairs of
     # neighbouring draws (never above the exact value by more than the noise); the
     # correction must reduce the error on each landmark draw.
-    import steindiag._nystrom as nystrom_module
+    import steindiag.methods.nystrom as nystrom_module
     monkeypatch.setattr(nystrom_module, "default_exact_lags", lambda draws: 0)
     uncorrected = _agreement(x, 1.0)
     assert all(abs(c) < abs(u) for c, u in zip(corrected, uncorrected)), (corrected,

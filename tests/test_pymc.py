@@ -22,7 +22,7 @@ pm = pytest.importorskip("pymc")
 
 import steindiag  # noqa: E402
 import steindiag.accessors  # noqa: E402,F401  (registers DataTree.stein)
-from steindiag.inputs._trace import prepare_trace  # noqa: E402
+from trace_reading import prepare_trace  # noqa: E402
 
 # PyMC's own functions (pm.draw, pm.sample, the compile_logp/compile_dlogp used as truth)
 # run on the Python linker: no C/Numba compilation on a cold machine.

@@ -302,8 +302,8 @@ def test_errors():
     with pytest.raises(TypeError, match="score="):
         stein_variational(xr.Dataset({"a": (("chain", "draw"), x[:, :1].T)}))
     for kwargs, error, match in [
-        ({"n_steps": 0}, ValueError, "n_steps must be >= 1"),
-        ({"n_steps": 2.0}, TypeError, "n_steps must be an integer"),
+        ({"n_steps": 0}, ValueError, "n_steps must be a positive integer; got 0"),
+        ({"n_steps": 2.0}, TypeError, "n_steps must be a positive integer; got float"),
         ({"step_size": -1.0}, ValueError, "step_size"),
         ({"kernel": "gauss"}, ValueError, "kernel must be one of"),
         ({"bandwidth": "silverman"}, ValueError, "bandwidth"),

@@ -35,7 +35,7 @@ from steindiag.engine.multi_products import stein_quadratic_forms
 from steindiag.engine.progress import make_progress
 from steindiag.engine.threads import single_threaded_blas
 
-__all__ = ["DaskBackend"]
+__all__ = ["DaskBackend", "resolve_backend"]
 
 # Work per task, in flops (8 d + 20 per pair): about 1-5 s on one core, so that progress
 # and Ctrl-C are honoured between tasks and the scheduler's overhead (about 1 ms a task)
@@ -378,3 +378,15 @@ class DaskBackend:
         d = draws_t.shape[1]
         self._run(ops, costs, 8 * d + 20 + 2 * n_rhs, place, progress=False)
         return out
+
+
+def resolve_backend(client):
+    """None for ``client=None``; otherwise a validated backend for that client.
+
+    Raises ImportError (naming the extra to install) when dask.distributed is missing,
+    TypeError when ``client`` is not a ``distributed.Client``, ValueError when it is
+    closed or its cluster has no workers.
+    """
+    if client is None:
+        return None
+    return DaskBackend.from_client(client)

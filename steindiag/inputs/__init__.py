@@ -1,42 +1,40 @@
-"""Input layer: data + score source -> ``SteinInput``, one pipeline for every function.
+"""Input layer: any container + score source, read once into a ``PendingInput``.
 
 Data flow::
 
-    data: array | DataArray | Dataset | DataTree | InferenceData
-    score source: PyMC model | callable | arrays | nutpie's stored gradients
-      -> read_input: every argument validated, draws read (chain, draw, d), labelled
+    data: array | DataArray | Dataset | DataTree | InferenceData | a sampler's own object
+    score source: PyMC model | callable | arrays | stored gradients | JAX | the sampler's
+      -> read_input: every argument validated, draws read (chain, draw, d), labelled;
+         the score source (``ScoreSource``) and the container (``Origin``) recorded
       -> the caller's checks that need the draws (preconditioner, sizes)
       -> PendingInput.with_scores(): scores evaluated or loaded -> SteinInput
 
-Modules: ``_arrays`` (the axes of plain arrays), ``_trace`` (labelled traces),
-``_labels`` (the one labelling rule), ``_pymc`` and ``_pymc_values`` (PyMC models,
-imported only when a model is passed), ``_functions`` (score and log-density
-functions for methods that evaluate them at new points), ``_sampler`` (the sampler's
-divergence counts in ``sample_stats``), ``_prepare`` (the entry point).
+Modules: ``_read`` (the reading step and its readers' order), ``_arrays`` (the axes of
+plain arrays), ``_trace`` and ``_trace_model`` (labelled traces; a PyMC model's value
+variables, nutpie's and ``add_scores``' stored gradients), ``_labels`` (the one labelling
+rule), ``_space`` (checks of the space draws and scores are in), ``_checks`` (checks shared
+by the readers), ``_functions`` (the score source: score and log p at new points),
+``_columns`` (a trace's own variables, for summaries), ``_sampler`` (the sampler's
+divergences), ``_differences`` (finite differences of a log density), ``_emcee``,
+``_stan``, ``_jax`` and ``_numpyro`` (samplers' own objects, their libraries imported only
+when such an object is given), ``_pymc``, ``_pymc_values``, ``_pymc_functions`` and
+``_pymc_prior`` (PyMC models' batched graphs, imported only when a model is given).
 """
 
-from steindiag._types import SteinInput
-from steindiag.inputs._functions import log_density_values, score_function
+from steindiag._types import PendingInput, SteinInput
+from steindiag.inputs._functions import ScoreSource, check_log_density
+from steindiag.inputs._read import derived_score, read_input
 from steindiag.inputs._sampler import SamplerWarnings, sampler_warnings
-from steindiag.inputs._prepare import (
-    PendingInput,
-    as_trace,
-    check_space,
-    is_labelled,
-    prepare_input,
-    read_input,
-)
+from steindiag.inputs._trace import as_trace
 
 __all__ = [
-    "SteinInput",
-    "PendingInput",
     "read_input",
-    "prepare_input",
-    "as_trace",
-    "is_labelled",
-    "check_space",
-    "score_function",
-    "log_density_values",
+    "derived_score",
+    "PendingInput",
+    "SteinInput",
+    "ScoreSource",
     "SamplerWarnings",
     "sampler_warnings",
+    "check_log_density",
+    "as_trace",
 ]

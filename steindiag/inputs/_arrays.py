@@ -9,6 +9,7 @@ Data flow::
 
 import numpy as np
 
+from steindiag._containers import ARRAY_LAYOUTS, apply_layout, array_sample_dims
 from steindiag._validate import (
     as_draws_array,
     evaluate_score_callable,
@@ -16,47 +17,13 @@ from steindiag._validate import (
     warn_user,
 )
 
-__all__ = ["array_sample_dims", "array_layout", "apply_layout", "raw_array", "ARRAY_LAYOUTS"]
+__all__ = ["array_layout", "raw_array", "read_array_draws", "check_array_score", "array_scores"]
 
-# For arrays, sample_dims names the leading axes; the next axis (if any) is the parameter.
-# value: {ndim: function giving the (chain, draw, d) view}
-ARRAY_LAYOUTS = {
-    ("chain", "draw"): {3: lambda a: a, 2: lambda a: a[:, :, None]},
-    ("draw", "chain"): {3: lambda a: a.transpose(1, 0, 2), 2: lambda a: a.T[:, :, None]},
-    ("draw",): {2: lambda a: a[None], 1: lambda a: a[None, :, None]},
-}
 _ARRAY_SHAPES = {
     ("chain", "draw"): "(chain, draw, d) or (chain, draw) for d = 1",
     ("draw", "chain"): "(draw, chain, d) or (draw, chain) for d = 1",
     ("draw",): "(draw, d) or (draw,) for d = 1",
 }
-
-
-def layout_key(sample_dims, message):
-    """``sample_dims`` (a name or a sequence of names) as a key of ``ARRAY_LAYOUTS``.
-
-    ValueError(``message`` followed by the value given) when it is none of them.
-    """
-    if isinstance(sample_dims, str):
-        sample_dims = (sample_dims,)
-    try:
-        sample_dims = tuple(sample_dims)
-    except TypeError:
-        sample_dims = None
-    if sample_dims not in ARRAY_LAYOUTS:
-        raise ValueError(f"{message} Got sample_dims={sample_dims!r}.")
-    return sample_dims
-
-
-def array_sample_dims(sample_dims):
-    """``sample_dims`` of an array as a key of ``ARRAY_LAYOUTS`` (or None); ValueError else."""
-    if sample_dims is None:
-        return None
-    return layout_key(
-        sample_dims,
-        "for an array, sample_dims names its leading axes: ('chain', 'draw'), "
-        "('draw', 'chain') (emcee's get_chain()) or ('draw',) (one chain); the axis "
-        "after them, if any, holds the parameters.")
 
 
 def array_layout(array, sample_dims, name):
@@ -96,13 +63,6 @@ def array_layout(array, sample_dims, name):
             f"sample_dims={sample_dims}; got shape {array.shape}."
         )
     return apply_layout(array, sample_dims)
-
-
-def apply_layout(array, sample_dims):
-    """The (chain, draw, d) view of an array already checked by ``array_layout``."""
-    if sample_dims is None:
-        return array[None] if array.ndim == 2 else array
-    return ARRAY_LAYOUTS[sample_dims][array.ndim](array)
 
 
 def raw_array(value, name):

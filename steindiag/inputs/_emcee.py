@@ -20,13 +20,17 @@ emcee itself is never imported: the sampler is used through its own methods.
 import numpy as np
 import xarray as xr
 
+from steindiag._types import Origin, PendingInput
 from steindiag._validate import warn_user
 from steindiag.inputs._differences import (
     DERIVED_TOLERANCE,
+    central_differences,
     check_score,
     difference_error,
     difference_steps,
 )
+from steindiag.inputs._functions import ScoreSource
+from steindiag.inputs._trace import read_trace
 
 __all__ = ["is_emcee_sampler", "read_emcee", "is_ensemble", "N_CHECKED_DRAWS"]
 
@@ -122,9 +126,6 @@ def read_emcee(sampler, model=None, *, score=None, batched=True, var_names=None,
     or, for a sampler without ``parameter_names``, names its columns in order as
     ``az.from_emcee(var_names=...)`` does.
     """
-    from steindiag.inputs._prepare import PendingInput
-    from steindiag.inputs._trace import read_trace
-
     columns, order = _read_emcee_iv(sampler, model, score, var_names, sample_dims, space)
     chain = np.asarray(sampler.get_chain(), dtype=np.float64)          # (step, walker, d)
     n_step, n_walker, d = chain.shape
@@ -196,9 +197,10 @@ def read_emcee(sampler, model=None, *, score=None, batched=True, var_names=None,
         return prepared
 
     return PendingInput(draws=draws, chain=trace.chain, draw=trace.draw,
-                        parameter=trace.parameter, attrs=attrs, _complete=complete,
-                        log_density=log_density,
-                        score_function=lambda points: holder["score"](np.atleast_2d(points)))
+                        parameter=trace.parameter, attrs=attrs, complete=complete,
+                        source=ScoreSource(score=lambda points: holder["score"](
+                            np.atleast_2d(points)), log_density=log_density),
+                        origin=Origin(data=draws))
 
 
 def _evaluate(score, points, batched):
@@ -239,8 +241,6 @@ def _derived_score(log_density, checked, steps, scale, labels):
         f"{len(checked)} checked draws). Pass score= for an exact gradient.")
 
     def score(points):
-        from steindiag.inputs._differences import central_differences
-
         return central_differences(log_density, np.asarray(points, dtype=np.float64), steps)
 
     return score

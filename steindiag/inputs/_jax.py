@@ -22,7 +22,14 @@ from contextlib import contextmanager
 import numpy as np
 import xarray as xr
 
-__all__ = ["JaxTarget", "is_jax_input", "is_position_pytree", "read_jax_input", "x64"]
+from steindiag._containers import is_labelled, layout_key
+from steindiag._types import Origin
+from steindiag.inputs._arrays import read_array_draws
+from steindiag.inputs._functions import ScoreSource
+from steindiag.inputs._trace import read_labelled
+
+__all__ = ["JaxTarget", "is_jax_input", "is_position_pytree", "read_jax", "derived_input",
+           "require_jax", "x64"]
 
 # Draws per evaluation of a JAX function: memory O(CHUNK x the function's intermediates).
 # Inputs are padded to a whole chunk (or to SMALL_CHUNK for the few points of a search),
@@ -46,15 +53,11 @@ def is_position_pytree(data):
 
 
 def is_jax_input(data, model, score, log_density, labelled):
-    """Whether the input layer derives the score itself (numpyro or a JAX log density).
+    """Whether the input is JAX positions or an array with a JAX log density (not numpyro).
 
     ``labelled``: whether ``data`` is an xarray / ArviZ container. Decided from types and
     arguments only; nothing is imported.
     """
-    from steindiag.inputs._numpyro import is_numpyro_mcmc
-
-    if is_numpyro_mcmc(data) or is_numpyro_mcmc(model):
-        return True
     if is_position_pytree(data):
         return True
     return score is None and callable(log_density) and model is None and not labelled
@@ -183,8 +186,6 @@ def check_traceable(log_density, example, name="log_density"):
 
 def _pytree_sample_dims(sample_dims):
     """sample_dims of a pytree: ('chain', 'draw') (default), ('draw', 'chain') or ('draw',)."""
-    from steindiag.inputs._arrays import layout_key
-
     if sample_dims is None:
         return ("chain", "draw")
     return layout_key(
@@ -299,15 +300,8 @@ def _check_sample_coords(coords, sample_dims, what):
         )
 
 
-def read_jax_input(data, model, *, score, log_density, group, var_names, coords,
-                   sample_dims, space, need_score, compile_mode, read_input):
-    """The ``PendingInput`` of a numpyro MCMC, JAX pytree positions, or a JAX log density.
-
-    ``read_input`` is the input layer's own entry point, used to read the labelled
-    Dataset built here (the same checks and labels as any trace).
-    """
-    from steindiag.inputs._numpyro import is_numpyro_mcmc, read_numpyro
-
+def require_jax():
+    """Import JAX, or say what this input needs."""
     try:
         import jax  # noqa: F401
     except ImportError as err:
@@ -316,17 +310,35 @@ def read_jax_input(data, model, *, score, log_density, group, var_names, coords,
             "MCMC) is read with JAX, which is not installed: pip install jax (or "
             "steindiag's 'ecosystems' extra), or pass the draws as an array with score=."
         ) from err
-    if is_numpyro_mcmc(data) or is_numpyro_mcmc(model):
-        if score is not None or log_density is not None:
-            raise TypeError(
-                "with a numpyro MCMC, the score and log p come from the model's "
-                "potential_energy: score= and log_density= must be None (got "
-                f"{'score' if score is not None else 'log_density'})."
-            )
-        _jax_input_iv(data, model, None, None, var_names, coords, compile_mode, False)
-        return read_numpyro(data, model, group=group, var_names=var_names, coords=coords,
-                            sample_dims=sample_dims, space=space, need_score=need_score,
-                            read_input=read_input)
+
+
+def derived_input(pending, *, target, container, source, attrs, group, coords, sample_dims):
+    """``pending`` with the score source the reader derived (a ``JaxTarget``, or None when
+    no score is needed) and the container its draws came from (a labelled trace, whose
+    sample dims are then ("chain", "draw"), or the array given)."""
+    complete = pending.complete
+
+    def with_source():
+        prepared = complete()
+        prepared.attrs = {**prepared.attrs, **attrs, "score_source": source}
+        return prepared
+
+    pending.attrs = {**pending.attrs, **attrs}
+    pending.complete = with_source
+    pending.source = ScoreSource() if target is None else ScoreSource(
+        score=target.score, log_density=target.log_density, batched=True,
+        constrain=getattr(target, "constrain", None))
+    labelled = is_labelled(container)
+    pending.origin = Origin(data=container, group=group, coords=coords,
+                            sample_dims=("chain", "draw") if labelled else sample_dims,
+                            labelled=labelled)
+    return pending
+
+
+def read_jax(data, model, *, score, log_density, group, var_names, coords, sample_dims,
+             space, need_score, compile_mode, batched=True):
+    """The ``PendingInput`` of JAX pytree positions, or of an array with a JAX log density."""
+    require_jax()
     is_pytree = is_position_pytree(data)
     _jax_input_iv(data, model, score, log_density, var_names, coords, compile_mode, is_pytree)
     if model is not None:
@@ -346,8 +358,6 @@ def read_jax_input(data, model, *, score, log_density, group, var_names, coords,
         container = dataset if len(layout) == 2 else dataset.expand_dims(chain=[0])
         example = unravel(np.zeros(d))
     else:
-        from steindiag.inputs._arrays import read_array_draws
-
         if var_names is not None or coords is not None:
             raise TypeError("var_names and coords apply to labelled traces only; data is an "
                             "array.")
@@ -370,7 +380,7 @@ def read_jax_input(data, model, *, score, log_density, group, var_names, coords,
     else:
         check_traceable(log_density, example)
         target = JaxTarget(log_density, unravel, d)
-    pending = read_input(
+    pending = read_labelled(
         dataset, None, score=None if target is None else target.score, group=group,
         coords=coords, var_names=names, sample_dims=trace_dims, space=space,
         need_score=need_score,
@@ -378,7 +388,8 @@ def read_jax_input(data, model, *, score, log_density, group, var_names, coords,
     if not is_pytree:
         pending.parameter = list(labels)
     attrs = {"score_from": "jax.grad of log_density"} if target is not None else {}
-    return pending.derived(target=target, container=container, source="jax", attrs=attrs)
+    return derived_input(pending, target=target, container=container, source="jax",
+                         attrs=attrs, group=group, coords=coords, sample_dims=sample_dims)
 
 
 def _identity(flat):

@@ -18,20 +18,10 @@ from itertools import product
 
 import numpy as np
 
-__all__ = ["element_labels", "variable_labels", "provenance"]
+__all__ = ["element_labels", "variable_labels"]
 
 # Attributes of the input that every result carries: the space of the draws and, for a
 # trace, the group they were read from.
-_PROVENANCE = ("space", "group")
-
-
-def provenance(input_attrs):
-    """The input attributes every result records (``space``, and ``group`` for a trace)."""
-    out = {key: input_attrs[key] for key in _PROVENANCE if key in input_attrs}
-    out.setdefault("space", "as given")
-    return out
-
-
 def _entry(value):
     """How one coordinate value is written in a label (as ArviZ writes it)."""
     if isinstance(value, np.generic):

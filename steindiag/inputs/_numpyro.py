@@ -20,7 +20,9 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from steindiag.inputs._jax import CHUNK, JaxTarget, x64
+from steindiag._containers import container_kind, get_group, group_names
+from steindiag.inputs._jax import CHUNK, JaxTarget, derived_input, require_jax, x64
+from steindiag.inputs._trace import read_labelled
 
 __all__ = ["is_numpyro_mcmc", "read_numpyro", "numpyro_trace", "as_numpyro_trace"]
 
@@ -140,9 +142,7 @@ def as_numpyro_trace(data):
 
 def _trace_posterior(trace, group, mcmc_samples):
     """The constrained draws to read: the trace's ``group`` (with ``model=mcmc``)."""
-    from steindiag.inputs._trace import _container_kind, _get_group, _group_names
-
-    kind = _container_kind(trace)
+    kind = container_kind(trace)
     if kind == "dataset":
         return trace
     if kind == "datatree" and not trace.children and trace.has_data:
@@ -153,9 +153,9 @@ def _trace_posterior(trace, group, mcmc_samples):
             "InferenceData or DataTree, or its posterior Dataset), or the MCMC itself; got "
             f"{type(trace).__name__}."
         )
-    posterior = _get_group(trace, group)
+    posterior = get_group(trace, group)
     if posterior is None:
-        raise ValueError(f"data has no group {group!r}; its groups are {_group_names(trace)}.")
+        raise ValueError(f"data has no group {group!r}; its groups are {group_names(trace)}.")
     return posterior
 
 
@@ -180,9 +180,22 @@ def _unconstrain(model, args, kwargs, constrained, n):
     return {name: np.concatenate(blocks) for name, blocks in pieces.items()}
 
 
-def read_numpyro(data, model, *, group, var_names, coords, sample_dims, space, need_score,
-                 read_input):
+def read_numpyro(data, model, *, score, log_density, group, var_names, coords, sample_dims,
+                 space, need_score, compile_mode, batched=True):
     """The ``PendingInput`` of a run numpyro MCMC (``data``, or ``model`` with its trace)."""
+    require_jax()
+    if score is not None or log_density is not None:
+        raise TypeError(
+            "with a numpyro MCMC, the score and log p come from the model's "
+            "potential_energy: score= and log_density= must be None (got "
+            f"{'score' if score is not None else 'log_density'})."
+        )
+    if compile_mode is not None:
+        raise TypeError(
+            "compile_mode chooses how a PyMC model's graph is compiled; with a numpyro MCMC "
+            "or a JAX log density nothing is compiled by PyTensor (JAX compiles with "
+            f"jax.jit). Drop compile_mode (got {compile_mode!r})."
+        )
     mcmc = data if is_numpyro_mcmc(data) else model
     if is_numpyro_mcmc(data) and model is not None:
         raise TypeError(
@@ -244,7 +257,7 @@ def read_numpyro(data, model, *, group, var_names, coords, sample_dims, space, n
         # draw is not a constrained value stored by mistake.
         warnings.filterwarnings("ignore", message="the draws are said to be 'unconstrained'",
                                 category=UserWarning)
-        pending = read_input(
+        pending = read_labelled(
             unconstrained, None, score=None if target is None else target.score,
             group=group, var_names=names, coords=coords, sample_dims=("chain", "draw"),
             space="unconstrained", need_score=need_score,
@@ -253,8 +266,8 @@ def read_numpyro(data, model, *, group, var_names, coords, sample_dims, space, n
     attrs = {"latent_sites": names, "transforms": transforms,
              "log_density": "-potential_energy (numpyro, log-Jacobian included)",
              "unconstrained_from": "numpyro.infer.util.unconstrain_fn"}
-    return pending.derived(target=target, container=container, source="numpyro",
-                           attrs=attrs)
+    return derived_input(pending, target=target, container=container, source="numpyro",
+                         attrs=attrs, group=group, coords=coords, sample_dims=sample_dims)
 
 
 def _transform_name(site):

@@ -31,6 +31,9 @@ from math import prod
 
 import numpy as np
 
+from steindiag.engine.progress import make_progress
+from steindiag.engine.threads import single_threaded_blas
+
 __all__ = [
     "FreeVariable",
     "model_layout",
@@ -631,8 +634,6 @@ class _ScorePass:
         self._advance(stop)
 
     def _per_draw(self, stop):
-        from steindiag.engine.threads import single_threaded_blas
-
         kind = "per-draw log p" if self.with_log_density else "per-draw"
         function = self._function(kind)
         # BLAS on one thread: one draw's products are far too small to share, and each
@@ -681,8 +682,6 @@ class _ScorePass:
         return chosen, batched
 
     def run(self):
-        from steindiag.engine.progress import make_progress
-
         chosen, seconds_per_draw = self.strategy, None
         try:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

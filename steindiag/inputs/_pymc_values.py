@@ -12,10 +12,11 @@ Imported lazily (only when a PyMC model is passed).
 from math import prod
 
 import numpy as np
+import xarray as xr
 
 from steindiag.inputs import _pymc
 
-__all__ = ["constrained_values"]
+__all__ = ["constrained_values", "model_posterior"]
 
 
 def _unwrap_view(variable):
@@ -111,3 +112,45 @@ def constrained_values(model, layout, flat_draws, wanted, *, chunk_size=None, mo
                 out[name] = np.empty((n_draws, width))
             out[name][start:stop] = result
     return {name: out[name].reshape(n_draws, *shape) for name, shape, _ in wanted}
+
+
+def model_posterior(model, posterior, pair, moved):
+    """Constrained free variables, deterministics and value variables at the moved draws."""
+    layout = _pymc.model_layout(model)
+    n_chain, n_draw, d = moved.shape
+    flat = moved.reshape(-1, d)
+    free = {var.name: var for var in layout}
+    deterministics = {det.name for det in model.deterministics}
+    wanted, kept, dropped = [], {}, []
+    for name in posterior.data_vars:
+        array = posterior[name].transpose(*pair, ...)
+        if name in free or name in deterministics:
+            dims = None
+            source = free[name].rv if name in free else next(
+                det for det in model.deterministics if det.name == name)
+            if _pymc._is_xtensor(source):
+                dims = tuple(array.dims[2:])
+            wanted.append((name, tuple(array.shape[2:]), dims))
+            kept[name] = array
+        elif name not in {var.value_name for var in layout}:
+            dropped.append(name)
+    values = constrained_values(model, layout, flat, wanted)
+    out = {}
+    for name, array in kept.items():
+        out[name] = array.copy(data=values[name].reshape(n_chain, n_draw, *array.shape[2:]))
+    # The value variables: the draws SVGD moved, as pm.sample(include_transformed=True)
+    # stores them; steindiag.ksd reads them from here.
+    start = 0
+    for var in layout:
+        block = flat[:, start : start + var.size].reshape(n_chain, n_draw, *var.value_shape)
+        start += var.size
+        if var.transform_op is None and var.name in out:
+            continue
+        if var.name in out and tuple(out[var.name].shape[2:]) == tuple(var.value_shape):
+            dims = out[var.name].dims
+            coords = {dim: out[var.name][dim] for dim in dims if dim in out[var.name].coords}
+        else:
+            dims = (*pair, *[f"{var.value_name}_dim_{i}" for i in range(len(var.value_shape))])
+            coords = {dim: posterior[dim] for dim in pair if dim in posterior.coords}
+        out[var.value_name] = xr.DataArray(block, dims=dims, coords=coords)
+    return out, dropped

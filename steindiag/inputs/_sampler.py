@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from steindiag.inputs._trace import _container_kind, _get_group
+from steindiag._containers import container_kind, get_group
 
 __all__ = ["SamplerWarnings", "sampler_warnings"]
 
@@ -71,12 +71,12 @@ def sampler_warnings(data, *, group="posterior", chain=None, draw=None,
         None when the trace has no sampler statistics with a divergence indicator, or
         when they cannot be matched to the draws (no guess is made).
     """
-    if _container_kind(data) not in ("datatree", "inferencedata"):
+    if container_kind(data) not in ("datatree", "inferencedata"):
         return None
     stats_group = _STATS_GROUP.get(group)
     if stats_group is None:
         return None
-    stats = _get_group(data, stats_group)
+    stats = get_group(data, stats_group)
     if stats is None:
         return None
     name = next((n for n in _DIVERGING if n in stats.data_vars), None)

@@ -23,6 +23,9 @@ one draw (pystan: an HTTP request to httpstan, about 5 ms).
 import numpy as np
 import xarray as xr
 
+from steindiag._types import Origin, PendingInput, SteinInput
+from steindiag._validate import check_finite
+from steindiag.inputs._functions import ScoreSource
 from steindiag.inputs._sampler import SamplerWarnings
 
 __all__ = ["is_stan_input", "read_stan"]
@@ -278,10 +281,6 @@ def read_stan(data, model=None, *, score=None, batched=True, var_names=None, coo
     CmdStanPy ``CmdStanMCMC`` with ``model`` a ``bridgestan.StanModel`` of the same program
     and data. ``coords`` selects chains and draws (``{"draw": slice(100, None)}``).
     """
-    from steindiag.inputs._prepare import PendingInput
-    from steindiag._types import SteinInput
-    from steindiag._validate import check_finite
-
     _read_stan_iv(data, model, score, var_names, sample_dims, space)
     source = _Pystan(data, model) if _is_pystan_fit(data) else _BridgeStan(data, model)
     chain, draw = _selection(coords, source.n_chain, source.n_draw)
@@ -321,5 +320,7 @@ def read_stan(data, model=None, *, score=None, batched=True, var_names=None, coo
                           parameter=list(labels), attrs={**attrs, "score_source": "stan"})
 
     return PendingInput(draws=draws, chain=chain, draw=draw, parameter=list(labels),
-                        attrs=attrs, _complete=complete, log_density=log_density,
-                        score_function=score_function, sampler_warnings=warnings_found)
+                        attrs=attrs, complete=complete,
+                        source=ScoreSource(score=score_function, log_density=log_density),
+                        origin=Origin(data=draws),
+                        read_sampler_warnings=lambda: warnings_found)

@@ -18,20 +18,25 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from steindiag._types import SteinInput
-from steindiag._validate import warn_if_low_precision
-from steindiag.inputs._labels import element_labels, variable_labels
+from steindiag._containers import (
+    COMPANION_GROUPS, STORED_LABEL, aligned,
+    check_not_empty, container_kind, coordinate, get_group, group_names, picks_one, select,
+    with_sample_dims,
+)
+from steindiag._types import PendingInput, SteinInput
+from steindiag._validate import (
+    as_draws_array, check_finite, evaluate_score_callable, warn_if_low_precision,
+)
+from steindiag.inputs import _pymc
+from steindiag.inputs._checks import check_compile_mode, check_space, where_not_finite
+from steindiag.inputs._labels import variable_labels
 from steindiag.inputs._space import score_failure_hint, warn_constrained_columns
+from steindiag.inputs._trace_model import (
+    check_stored_selection, model_draws, nutpie_stats, stored_score_attrs, written_by_add_scores,
+)
 
-__all__ = ["prepare_trace", "read_trace", "TraceDraws", "as_trace", "is_multitrace"]
+__all__ = ["read_trace", "read_labelled", "TraceDraws", "as_trace", "is_multitrace"]
 
-# group -> (group of stored unconstrained values, group of sampler statistics)
-_COMPANION_GROUPS = {
-    "posterior": ("unconstrained_posterior", "sample_stats"),
-    "warmup_posterior": ("warmup_unconstrained_posterior", "warmup_sample_stats"),
-}
-# nutpie (store_unconstrained=True / store_gradient=True) writes these to sample_stats.
-_NUTPIE_DRAW, _NUTPIE_GRADIENT = "unconstrained_draw", "gradient"
 # Libraries whose stored draws are the sampler's own coordinates (no transforms): the
 # draws of their traces are taken as given with a score and no ``space``.
 _UNTRANSFORMED_LIBRARIES = ("emcee",)
@@ -40,37 +45,6 @@ _UNTRANSFORMED_LIBRARIES = ("emcee",)
 # --------------------------------------------------------------------------------------
 # containers
 # --------------------------------------------------------------------------------------
-
-
-def _container_kind(data):
-    if isinstance(data, xr.DataArray):
-        return "dataarray"
-    if isinstance(data, xr.Dataset):
-        return "dataset"
-    if isinstance(data, xr.DataTree):
-        return "datatree"
-    if type(data).__name__ == "InferenceData" and hasattr(data, "groups"):
-        return "inferencedata"
-    return None
-
-
-def _group_names(data):
-    kind = _container_kind(data)
-    if kind == "datatree":
-        return list(data.children)
-    if kind == "inferencedata":
-        return list(data.groups())
-    return []
-
-
-def _get_group(data, name):
-    """The group ``name`` of ``data`` as an ``xarray.Dataset``, or None if absent."""
-    kind = _container_kind(data)
-    if kind == "datatree":
-        return data[name].to_dataset() if name in data.children else None
-    if kind == "inferencedata":
-        return getattr(data, name) if name in data.groups() else None
-    return None
 
 
 def is_multitrace(data):
@@ -126,7 +100,7 @@ def _is_pymc_model(model):
 
 def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sample_dims,
                       chunk_size, compile_mode):
-    if _container_kind(data) is None:
+    if container_kind(data) is None:
         raise TypeError(
             "data must be an arviz.InferenceData, an xarray.DataTree (ArviZ >= 1), an "
             "xarray.Dataset of the posterior or an xarray.DataArray of draws; got "
@@ -159,7 +133,7 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
                 "var_names cannot be combined with model: the score of a PyMC model involves "
                 f"all its free variables; got var_names={var_names}."
             )
-    if var_names is not None and _container_kind(data) == "dataarray":
+    if var_names is not None and container_kind(data) == "dataarray":
         raise TypeError(
             "var_names selects variables of a trace; data is a DataArray (one variable), "
             f"so var_names must be None; got var_names={var_names}."
@@ -179,7 +153,7 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
             f"got {sample_dims!r}."
         )
     for dim in sample_dims:
-        if coords and dim in coords and _picks_one(coords[dim]):
+        if coords and dim in coords and picks_one(coords[dim]):
             value = coords[dim]
             value = value.item() if isinstance(value, np.generic) else value
             raise ValueError(
@@ -203,11 +177,6 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
     return var_names, dict(coords) if coords else None, tuple(sample_dims)
 
 
-def _picks_one(value):
-    """Whether a ``.sel`` indexer picks one value and drops its dimension (a scalar)."""
-    return not isinstance(value, slice) and np.ndim(value) == 0
-
-
 def _check_model_selection(model, posterior, coords, sample_dims, what):
     """With a model, ``coords`` must keep every element of every free variable.
 
@@ -225,15 +194,15 @@ def _check_model_selection(model, posterior, coords, sample_dims, what):
         if not hit:
             continue
         size = posterior.sizes[dim]
-        if _picks_one(value):
+        if picks_one(value):
             did = (f"picks one of the {size} values of {dim!r} and drops the dimension")
         else:
             try:
                 kept = posterior[[hit[0]]].sel({dim: value})
             except (KeyError, ValueError, IndexError, TypeError):
-                continue  # not selectable at all: _select says why
-            have = _coordinate(posterior, dim)
-            if kept.sizes[dim] == size and np.array_equal(_coordinate(kept, dim), have):
+                continue  # not selectable at all: select says why
+            have = coordinate(posterior, dim)
+            if kept.sizes[dim] == size and np.array_equal(coordinate(kept, dim), have):
                 continue  # keeps every value in order: no change
             did = f"keeps {kept.sizes[dim]} of the {size} values of {dim!r}"
         raise ValueError(
@@ -250,66 +219,6 @@ def _check_model_selection(model, posterior, coords, sample_dims, what):
 # --------------------------------------------------------------------------------------
 # labelled draws
 # --------------------------------------------------------------------------------------
-
-
-def _select(dataset, coords, what, *, strict=False):
-    """``dataset.sel(coords)`` on the dims it has (``strict``: every dim must exist)."""
-    if not coords:
-        return dataset
-    unknown = [dim for dim in coords if dim not in dataset.dims]
-    if strict and unknown:
-        raise ValueError(
-            f"coords names dimension(s) {unknown} that {what} does not have; its dimensions "
-            f"are {list(dataset.dims)}."
-        )
-    selection = {dim: values for dim, values in coords.items() if dim in dataset.dims}
-    try:
-        return dataset.sel(selection)
-    except (KeyError, ValueError, IndexError) as err:
-        raise ValueError(f"coords={coords!r} could not be selected from {what}: {err}") from err
-
-
-def _check_not_empty(dataset, sample_dims, coords, what):
-    """At least one variable (and, given ``sample_dims``, one draw of each), after ``coords``."""
-    if not dataset.data_vars:
-        raise ValueError(
-            f"{what} has no variables: there are no draws to read. Pass the trace's group "
-            "that holds the draws (group=, e.g. 'posterior') or a Dataset with at least one "
-            "variable."
-        )
-    if sample_dims is None:
-        return
-    empty = {dim: dataset.sizes[dim] for dim in sample_dims if dataset.sizes[dim] == 0}
-    if empty:
-        selected = (f"coords={coords!r} selects no {', no '.join(empty)}"
-                    if coords else f"{what} has no {', no '.join(empty)}")
-        raise ValueError(
-            f"{selected}: there are no draws to read (sizes after the selection: "
-            f"{ {dim: dataset.sizes[dim] for dim in sample_dims} }). Select at least one "
-            "chain and a few draws (e.g. coords={'draw': slice(500, None)} keeps the draws "
-            "from 500 on; labels, not positions)."
-        )
-
-
-def _with_sample_dims(dataset, sample_dims, what):
-    """Dataset with (chain_dim, draw_dim); a missing chain dim (one sample dim) is added."""
-    missing = [dim for dim in sample_dims if dim not in dataset.dims]
-    if missing:
-        raise ValueError(
-            f"{what} has no dimension(s) {missing} (sample_dims={list(sample_dims)}); its "
-            f"dimensions are {list(dataset.dims)}. Pass sample_dims= naming the chain and "
-            "draw dimensions."
-        )
-    if len(sample_dims) == 1:
-        dataset = dataset.expand_dims(chain=[0])
-        return dataset, ("chain", sample_dims[0])
-    return dataset, tuple(sample_dims)
-
-
-def _coordinate(dataset, dim):
-    if dim in dataset.coords:
-        return np.asarray(dataset[dim].values)
-    return np.arange(dataset.sizes[dim])
 
 
 def _as_float_block(data_array, sample_dims, name, what):
@@ -343,54 +252,9 @@ def _flatten_dataset(dataset, names, sample_dims, what):
     return np.concatenate(blocks, axis=2), labels
 
 
-def _aligned(dataset, reference_chain, reference_draw, sample_dims, what):
-    """``dataset`` restricted to the reference chain/draw coordinates (error if absent)."""
-    chain_dim, draw_dim = sample_dims
-    for dim, wanted in ((chain_dim, reference_chain), (draw_dim, reference_draw)):
-        if dim not in dataset.dims:
-            raise ValueError(f"{what} has no {dim!r} dimension; its dims are {list(dataset.dims)}.")
-        if dim in dataset.coords:
-            have = dataset[dim].values
-            if len(have) == len(wanted) and np.array_equal(have, wanted):
-                continue
-            try:
-                dataset = dataset.sel({dim: wanted})
-            except KeyError as err:
-                raise ValueError(
-                    f"{what} does not cover the {dim} coordinates of the draws: {err}"
-                ) from err
-        elif dataset.sizes[dim] != len(wanted):
-            raise ValueError(
-                f"{what} has {dataset.sizes[dim]} entries along {dim!r}; the draws have "
-                f"{len(wanted)}."
-            )
-    return dataset
-
-
 # --------------------------------------------------------------------------------------
 # error messages for non-finite values
 # --------------------------------------------------------------------------------------
-
-
-def _where_not_finite(array, chain, draw, labels, what, hint):
-    bad = ~np.isfinite(array)
-    if not bad.any():
-        return
-    bad_draw = bad.any(axis=2)
-    chain_idx, draw_idx = np.nonzero(bad_draw)
-    where = ", ".join(
-        f"(chain={chain[c].item()!r}, draw={draw[t].item()!r})"
-        for c, t in zip(chain_idx[:5], draw_idx[:5])
-    )
-    more = f" and {len(chain_idx) - 5} more" if len(chain_idx) > 5 else ""
-    per_parameter = bad.sum(axis=(0, 1))
-    columns = [
-        f"{labels[k]}: {int(per_parameter[k])}" for k in np.flatnonzero(per_parameter)[:10]
-    ]
-    raise ValueError(
-        f"{what} are not finite at {len(chain_idx)} of {bad_draw.size} draws: {where}{more}. "
-        f"Non-finite entries per parameter: {', '.join(columns)}. {hint}"
-    )
 
 
 # --------------------------------------------------------------------------------------
@@ -402,15 +266,13 @@ def _user_scores(score, draws, labels, names, chain, draw, sample_dims, *, batch
     """Scores from a callable, an array, a DataArray or a Dataset (aligned on chain/draw)."""
     n_chain, n_draw, d = draws.shape
     if callable(score):
-        from steindiag._validate import evaluate_score_callable
-
         kwargs = {} if chunk_size is None else {"chunk_size": int(chunk_size)}
         return evaluate_score_callable(score, draws, batched=batched, **kwargs), "callable"
     if isinstance(score, (xr.Dataset, xr.DataArray)):
         is_dataset = isinstance(score, xr.Dataset)
         dataset = score if is_dataset else score.to_dataset(name="__score__")
-        dataset, pair = _with_sample_dims(dataset, sample_dims, "score")
-        dataset = _aligned(dataset, chain, draw, pair, "score")
+        dataset, pair = with_sample_dims(dataset, sample_dims, "score")
+        dataset = aligned(dataset, chain, draw, pair, "score")
         for variable in dataset.data_vars.values():
             warn_if_low_precision(variable.dtype, "score")
         if is_dataset:
@@ -455,277 +317,9 @@ def _data_array_scores(score, pair, labels):
     return np.asarray(score.transpose(*pair, parameter_dim).values, dtype=np.float64)
 
 
-def _nutpie_stats(data, stats_group, coords, sample_dims, chain, draw):
-    """nutpie's stored unconstrained draws / gradients (DataArrays), when present."""
-    if stats_group is None:
-        return None, None
-    stats = _get_group(data, stats_group)
-    if stats is None or _NUTPIE_GRADIENT not in stats.data_vars:
-        return None, None
-    stats = _select(stats, coords, f"group {stats_group!r}")
-    stats, pair = _with_sample_dims(stats, sample_dims, f"group {stats_group!r}")
-    stats = _aligned(stats, chain, draw, pair, f"group {stats_group!r}")
-    out = []
-    for name in (_NUTPIE_DRAW, _NUTPIE_GRADIENT):
-        if name in stats.data_vars and stats[name].ndim == 3:
-            out.append(stats[name].transpose(*pair, ...))
-        else:
-            out.append(None)
-    return out[0], out[1]
-
-
-# steindiag.add_scores writes nutpie's layout, plus the labels steindiag gives the value
-# variables (a coordinate along the parameter dim) and its provenance (the gradient's attrs).
-_STORED_LABEL = "parameter_label"
-_STORED_MARK = "steindiag_add_scores"
-
-
-def _written_by_add_scores(gradient):
-    return gradient is not None and _STORED_MARK in gradient.attrs
-
-
-def _stored_score_attrs(gradient, stats_group):
-    """Provenance of scores stored by ``add_scores``, for the result's attrs."""
-    kept = ("space", "log_density", "jacobian", "free_variables", "value_variables",
-            "transforms", "pytensor_mode", "score_strategy", "steindiag_version")
-    attrs = {key: gradient.attrs[key] for key in kept if key in gradient.attrs}
-    attrs["space"] = "unconstrained"
-    attrs["scores_from"] = f"{stats_group}['gradient'] (steindiag.add_scores)"
-    return attrs
-
-
-def _check_stored_selection(coords, var_names, sample_dims):
-    """Stored unconstrained draws are one vector per draw: only chain/draw can be selected."""
-    if var_names is not None:
-        raise ValueError(
-            f"var_names={var_names} cannot be used on a trace with stored scores "
-            "(steindiag.add_scores): the score of a model involves all its free variables, "
-            "so the stored vectors are used whole."
-        )
-    other = [dim for dim in coords or {} if dim not in sample_dims]
-    if other:
-        raise ValueError(
-            f"coords selects along {other}, but the draws are the trace's stored "
-            "unconstrained vectors (steindiag.add_scores), which can only be selected by "
-            f"{list(sample_dims)}; a selection of some elements of a variable has no score of "
-            "its own. Select chains and draws only, or use the trace without stored scores."
-        )
-
-
-def _nutpie_labels(layout):
-    """nutpie's labels of the unconstrained vector: ``name`` or ``name_i.j``."""
-    labels = []
-    for var in layout:
-        if len(var.value_shape) == 0:
-            labels.append(var.value_name)
-        else:
-            labels.extend(
-                f"{var.value_name}_{'.'.join(str(i) for i in index)}"
-                for index in np.ndindex(*var.value_shape)
-            )
-    return labels
-
-
-def _reorder_nutpie(array, expected_labels):
-    """(chain, draw, d) values of a nutpie stat in ``expected_labels`` order, or None."""
-    parameter_dim = array.dims[2]
-    if parameter_dim not in array.coords:
-        return None
-    have = [str(v) for v in array[parameter_dim].values]
-    if sorted(have) != sorted(expected_labels):
-        return None
-    position = {label: k for k, label in enumerate(have)}
-    return np.asarray(array.values, dtype=np.float64)[:, :, [position[x] for x in expected_labels]]
-
-
 # --------------------------------------------------------------------------------------
 # PyMC models
 # --------------------------------------------------------------------------------------
-
-
-def _model_coordinate_check(model, var, data_array, sample_pair):
-    """Put a constrained variable's dims in model order; check coordinate labels."""
-    extra = [dim for dim in data_array.dims if dim not in sample_pair]
-    if var.dims is None or sorted(extra) != sorted(var.dims):
-        return data_array
-    data_array = data_array.transpose(*sample_pair, *var.dims)
-    for dim in var.dims:
-        model_values = model.coords.get(dim)
-        if model_values is None or dim not in data_array.coords:
-            continue
-        model_labels = [str(v) for v in model_values]
-        trace_labels = [str(v) for v in data_array[dim].values]
-        if model_labels == trace_labels:
-            continue
-        if sorted(model_labels) == sorted(trace_labels):
-            # Same labels in another order: follow the model's order.
-            data_array = data_array.isel({dim: [trace_labels.index(x) for x in model_labels]})
-            continue
-        raise ValueError(
-            f"the trace's coordinate {dim!r} of {var.name!r} does not match the model's: "
-            f"model {model_labels[:6]}{'...' if len(model_labels) > 6 else ''}, trace "
-            f"{trace_labels[:6]}{'...' if len(trace_labels) > 6 else ''}. The model does not "
-            "match the trace."
-        )
-    return data_array
-
-
-def _stored_value(model, var, posterior, unconstrained, nutpie_draw, nutpie_labels, pair):
-    """(kind, (chain, draw, *shape) array, source description) for one free variable."""
-    candidates = []
-    if var.transform_op is None:
-        candidates.append((posterior, var.name, "unconstrained", f"posterior[{var.name!r}]"))
-    else:
-        candidates.append(
-            (posterior, var.value_name, "unconstrained", f"posterior[{var.value_name!r}]")
-        )
-    if unconstrained is not None:
-        for name in dict.fromkeys((var.value_name, var.name)):
-            candidates.append(
-                (unconstrained, name, "unconstrained", f"unconstrained_posterior[{name!r}]")
-            )
-    for dataset, name, kind, source in candidates:
-        if dataset is not None and name in dataset.data_vars:
-            return _checked_block(model, var, dataset[name], kind, source, pair)
-    if nutpie_draw is not None:
-        values = _reorder_nutpie(nutpie_draw, nutpie_labels)
-        if values is not None:
-            start = nutpie_labels.index(_nutpie_labels([var])[0])
-            block = values[:, :, start : start + var.size]
-            return "unconstrained", block.reshape(*block.shape[:2], *var.value_shape), (
-                "sample_stats['unconstrained_draw'] (nutpie)"
-            )
-    if var.transform_op is not None and var.name in posterior.data_vars:
-        return _checked_block(
-            model, var, posterior[var.name], "constrained",
-            f"posterior[{var.name!r}] mapped by the {var.transform} transform", pair,
-        )
-    return None
-
-
-def _checked_block(model, var, data_array, kind, source, pair):
-    what = source.split(" ")[0]
-    if kind == "constrained" or var.transform_op is None:
-        data_array = _model_coordinate_check(model, var, data_array, pair)
-    missing = [dim for dim in pair if dim not in data_array.dims]
-    if missing:
-        raise ValueError(
-            f"{what} has no dimension(s) {missing}; its dims are {list(data_array.dims)}."
-        )
-    data_array = data_array.transpose(*pair, ...)
-    expected = var.value_shape if kind == "unconstrained" else var.shape
-    got = tuple(data_array.shape[2:])
-    if got != tuple(expected):
-        label = var.value_name if kind == "unconstrained" else var.name
-        raise ValueError(
-            f"{what} has shape {got} per draw, but the model's {label!r} has shape "
-            f"{tuple(expected)}: the model does not match the trace."
-        )
-    values = np.asarray(data_array.values)
-    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
-        raise TypeError(f"{what} must be numeric; got dtype {values.dtype}.")
-    return kind, values, source
-
-
-def _value_labels(model, var, posterior, pair):
-    """Labels of a value variable (see ``_labels``): the model's coordinates, else the trace's.
-
-    Coordinates apply when the value variable has the shape of its random variable
-    (log, interval, ... transforms); otherwise (simplex, zero-sum) positions.
-    """
-    if tuple(var.value_shape) != tuple(var.shape):
-        return element_labels(var.value_name, var.value_shape)
-    dims = var.dims
-    stored = posterior[var.name] if var.name in posterior.data_vars else None
-    if dims is None and stored is not None:
-        dims = tuple(dim for dim in stored.dims if dim not in pair)
-    coords = {}
-    for dim in dims or ():
-        values = (getattr(model, "coords", None) or {}).get(dim)
-        if values is None and dim in posterior.coords:
-            values = posterior[dim].values
-        if values is not None:
-            coords[dim] = np.asarray(values)
-    return element_labels(var.value_name, var.value_shape, dims, coords)
-
-
-def _model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sample_dims,
-                 chunk_size, compile_mode):
-    from steindiag.inputs import _pymc
-
-    layout = _pymc.model_layout(model)
-    unconstrained_group, stats_group = _COMPANION_GROUPS.get(group, (None, None))
-    unconstrained = None
-    if unconstrained_group is not None:
-        unconstrained = _get_group(data, unconstrained_group)
-        if unconstrained is not None:
-            unconstrained = _select(unconstrained, coords, f"group {unconstrained_group!r}")
-            unconstrained, upair = _with_sample_dims(
-                unconstrained, sample_dims, f"group {unconstrained_group!r}"
-            )
-            unconstrained = _aligned(unconstrained, chain, draw, upair,
-                                     f"group {unconstrained_group!r}")
-    nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords, sample_dims,
-                                                 chain, draw)
-    nutpie_labels = _nutpie_labels(layout)
-
-    stored = [
-        _stored_value(model, var, posterior, unconstrained, nutpie_draw, nutpie_labels, pair)
-        for var in layout
-    ]
-    missing = [var.name for var, item in zip(layout, stored) if item is None]
-    if missing:
-        raise ValueError(
-            f"the trace's {group!r} group has no values for the model's free variable(s) "
-            f"{missing} (looked for {[v.name for v in layout if v.name in missing]} and their "
-            f"value variables {[v.value_name for v in layout if v.name in missing]}); it has "
-            f"{list(posterior.data_vars)}. The model does not match the trace."
-        )
-    n_chain, n_draw = len(chain), len(draw)
-    kinds = [item[0] for item in stored]
-    arrays = [item[1].reshape(n_chain * n_draw, *item[1].shape[2:]) for item in stored]
-    flat, outside = _pymc.unconstrained_values(
-        model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
-    )
-    labels = [label for var in layout for label in _value_labels(model, var, posterior, pair)]
-    draws = flat.reshape(n_chain, n_draw, -1)
-    _where_not_finite(
-        draws, chain, draw, labels, "unconstrained draws",
-        "A draw on the boundary of a variable's support (e.g. sigma == 0, a simplex "
-        "entry equal to 0, a value outside its bounds) or a NaN in the trace has no "
-        "finite unconstrained value; drop those draws with coords= or fix the trace.",
-    )
-    if outside:
-        details = []
-        for name, bad in outside.items():
-            chain_idx, draw_idx = np.nonzero(bad.reshape(n_chain, n_draw))
-            first = f"(chain={chain[chain_idx[0]].item()!r}, draw={draw[draw_idx[0]].item()!r})"
-            transform = next(var.transform for var in layout if var.name == name)
-            details.append(f"{name!r} at {int(bad.sum())} draws, first {first} "
-                           f"({transform} transform)")
-        raise ValueError(
-            "the trace's values are not in the support of the model's variables: "
-            + "; ".join(details) + ". The inverse transform does not give them back (e.g. a "
-            "simplex that does not sum to 1, a zero-sum vector whose sum is not 0): the "
-            "model does not match the trace."
-        )
-    _pymc.check_model_data(
-        model,
-        _get_group(data, "observed_data"),
-        _get_group(data, "constant_data"),
-    )
-    attrs = {
-        "space": "unconstrained",
-        "free_variables": [var.name for var in layout],
-        "value_variables": [var.value_name for var in layout],
-        "transforms": [var.transform for var in layout],
-        "unconstrained_from": [item[2] for item in stored],
-        "log_density": "model.logp(jacobian=True)",
-    }
-    nutpie_scores = None
-    if nutpie_gradient is not None:
-        nutpie_scores = _reorder_nutpie(nutpie_gradient, nutpie_labels)
-    return layout, draws, labels, attrs, nutpie_scores
 
 
 # --------------------------------------------------------------------------------------
@@ -780,10 +374,71 @@ def _check_trace_space(data, posterior, space, group_label):
     )
 
 
-def prepare_trace(data, model=None, *, score=None, batched=True, group="posterior",
-                  var_names=None, coords=None, sample_dims=("chain", "draw"),
-                  chunk_size=None, compile_mode=None, space=None):
-    """Draws and scores of a trace in the unconstrained space, as ``SteinInput``.
+@dataclass(kw_only=True)
+class TraceDraws:
+    """Draws of a trace read and checked, their scores not yet evaluated.
+
+    ``with_scores()`` evaluates (or loads) the scores and returns the ``SteinInput``;
+    everything that can be checked without a score has been checked by then.
+    """
+
+    draws: np.ndarray
+    chain: np.ndarray
+    draw: np.ndarray
+    parameter: list
+    attrs: dict
+    scores: object = None  # () -> (scores (chain, draw, d), source), or None
+
+    def with_scores(self):
+        if self.scores is None:
+            raise TypeError(
+                "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
+                "p); without them the trace must hold nutpie's stored unconstrained "
+                "draws and gradients (store_unconstrained=True, store_gradient=True)."
+            )
+        scores, source = self.scores()
+        if scores.shape != self.draws.shape:
+            raise ValueError(
+                f"scores have shape {scores.shape} but draws have shape {self.draws.shape}."
+            )
+        where_not_finite(
+            scores, self.chain, self.draw, self.parameter, "scores",
+            "The score (grad log p) must be finite at every draw; check the model or the "
+            "score source at those draws.",
+        )
+        return SteinInput(
+            draws=self.draws,
+            scores=np.ascontiguousarray(scores, dtype=np.float64),
+            chain=self.chain,
+            draw=self.draw,
+            parameter=list(self.parameter),
+            attrs={**self.attrs, "score_source": source},
+        )
+
+
+def _dataarray_as_dataset(data, score):
+    """A DataArray of draws as a one-variable Dataset, and its score in the same form.
+
+    A score array of the DataArray's shape, or a score DataArray with its dims, is
+    read as that variable's score (so its elements get the same labels).
+    """
+    name = data.name if data.name is not None else "x"
+    if isinstance(score, (np.ndarray, list, tuple)) and np.shape(score) == data.shape:
+        score = data.copy(data=np.asarray(score))
+    if isinstance(score, xr.DataArray) and set(score.dims) == set(data.dims):
+        score = score.to_dataset(name=name)
+    return data.to_dataset(name=name), score
+
+
+def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
+               var_names=None, coords=None, sample_dims=("chain", "draw"),
+               chunk_size=None, compile_mode=None, space=None, need_score=True):
+    """The draws of a trace, read and checked, their scores not yet evaluated.
+
+    Every argument is validated before anything is read; no score is evaluated and no
+    score graph compiled (a PyMC model's forward transforms may be compiled to map
+    constrained values to the value variables). ``with_scores()`` of the result
+    evaluates (or loads) the scores.
 
     Parameters
     ----------
@@ -833,6 +488,8 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
         PyTensor mode for the model's batched score graph (default: "CVM", the C
         backend, when a C++ compiler is available, else "NUMBA"; see
         benchmarks/bench_scores.py for compile and run times).
+    need_score : bool, default True
+        False: only the draws are wanted (no score source is required).
     space : {"unconstrained", "constrained"}, optional
         With ``score`` and no ``model``: the space of the stored draws, in which the
         score is grad log p; recorded in ``attrs["space"]`` ("as given" if None). Must be
@@ -841,8 +498,8 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
 
     Returns
     -------
-    SteinInput
-        ``draws`` and ``scores`` as float64 arrays of shape (chain, draw, d); ``chain``
+    TraceDraws
+        Its ``with_scores()`` gives the ``SteinInput``: ``draws`` and ``scores`` as float64 arrays of shape (chain, draw, d); ``chain``
         and ``draw`` coordinate values; ``parameter`` labels (value-variable names with
         coordinate values or positions, e.g. ``"sigma_log__"``, ``"beta[0]"``,
         ``"theta[a]"``: the rule of :mod:`steindiag.inputs._labels`); ``attrs`` naming the space,
@@ -876,122 +533,47 @@ def prepare_trace(data, model=None, *, score=None, batched=True, group="posterio
     Examples
     --------
     >>> import numpy as np, xarray as xr
-    >>> from steindiag.inputs._trace import prepare_trace
+    >>> from steindiag.inputs._trace import read_trace
     >>> rng = np.random.default_rng(0)
     >>> posterior = xr.Dataset({"x": (("chain", "draw"), rng.standard_normal((2, 100)))})
-    >>> prepared = prepare_trace(posterior, score=lambda x: -x)   # N(0, 1): s(x) = -x
+    >>> prepared = read_trace(posterior, score=lambda x: -x).with_scores()  # s(x) = -x
     >>> prepared.draws.shape, prepared.parameter
     ((2, 100, 1), ['x'])
-    """
-    pending = read_trace(
-        data, model, score=score, batched=batched, group=group, var_names=var_names,
-        coords=coords, sample_dims=sample_dims, chunk_size=chunk_size,
-        compile_mode=compile_mode, space=space,
-    )
-    return pending.with_scores()
-
-
-@dataclass(kw_only=True)
-class TraceDraws:
-    """Draws of a trace read and checked, their scores not yet evaluated.
-
-    ``with_scores()`` evaluates (or loads) the scores and returns the ``SteinInput``;
-    everything that can be checked without a score has been checked by then.
-    """
-
-    draws: np.ndarray
-    chain: np.ndarray
-    draw: np.ndarray
-    parameter: list
-    attrs: dict
-    scores: object = None  # () -> (scores (chain, draw, d), source), or None
-
-    def with_scores(self):
-        if self.scores is None:
-            raise TypeError(
-                "pass model= (a PyMC model) or score= (a callable or arrays of grad log "
-                "p); without them the trace must hold nutpie's stored unconstrained "
-                "draws and gradients (store_unconstrained=True, store_gradient=True)."
-            )
-        scores, source = self.scores()
-        if scores.shape != self.draws.shape:
-            raise ValueError(
-                f"scores have shape {scores.shape} but draws have shape {self.draws.shape}."
-            )
-        _where_not_finite(
-            scores, self.chain, self.draw, self.parameter, "scores",
-            "The score (grad log p) must be finite at every draw; check the model or the "
-            "score source at those draws.",
-        )
-        return SteinInput(
-            draws=self.draws,
-            scores=np.ascontiguousarray(scores, dtype=np.float64),
-            chain=self.chain,
-            draw=self.draw,
-            parameter=list(self.parameter),
-            attrs={**self.attrs, "score_source": source},
-        )
-
-
-def _dataarray_as_dataset(data, score):
-    """A DataArray of draws as a one-variable Dataset, and its score in the same form.
-
-    A score array of the DataArray's shape, or a score DataArray with its dims, is
-    read as that variable's score (so its elements get the same labels).
-    """
-    name = data.name if data.name is not None else "x"
-    if isinstance(score, (np.ndarray, list, tuple)) and np.shape(score) == data.shape:
-        score = data.copy(data=np.asarray(score))
-    if isinstance(score, xr.DataArray) and set(score.dims) == set(data.dims):
-        score = score.to_dataset(name=name)
-    return data.to_dataset(name=name), score
-
-
-def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
-               var_names=None, coords=None, sample_dims=("chain", "draw"),
-               chunk_size=None, compile_mode=None, space=None, need_score=True):
-    """The draws of a trace (``TraceDraws``); arguments as :func:`prepare_trace`.
-
-    Every argument is validated before anything is read; the draws are read and
-    checked, but no score is evaluated and no score graph compiled (a PyMC model's
-    forward transforms may be compiled to map constrained values to the value
-    variables). ``need_score=False``: only the draws are wanted (no score source is
-    required, and none is evaluated).
     """
     var_names, coords, sample_dims = _prepare_trace_iv(
         data, model, score, batched, group, var_names, coords, sample_dims, chunk_size,
         compile_mode,
     )
-    if _container_kind(data) == "dataarray":
+    if container_kind(data) == "dataarray":
         data, score = _dataarray_as_dataset(data, score)
-    if _container_kind(data) == "dataset":
+    if container_kind(data) == "dataset":
         posterior, group_label = data, "data"
-    elif _container_kind(data) == "datatree" and not data.children and data.has_data:
+    elif container_kind(data) == "datatree" and not data.children and data.has_data:
         # A single group's node, e.g. ``idata.posterior`` on ArviZ 1.x.
         posterior, group_label = data.to_dataset(), f"node {data.name!r}"
     else:
-        posterior, group_label = _get_group(data, group), f"group {group!r}"
+        posterior, group_label = get_group(data, group), f"group {group!r}"
         if posterior is None:
             raise ValueError(
-                f"data has no group {group!r}; its groups are {_group_names(data)}."
+                f"data has no group {group!r}; its groups are {group_names(data)}."
             )
     if model is not None and coords:
         _check_model_selection(model, posterior, coords, sample_dims, group_label)
-    posterior = _select(posterior, coords, group_label, strict=True)
-    _check_not_empty(posterior, None, coords, group_label)
-    posterior, pair = _with_sample_dims(posterior, sample_dims, group_label)
-    _check_not_empty(posterior, pair, coords, group_label)
-    chain, draw = _coordinate(posterior, pair[0]), _coordinate(posterior, pair[1])
-    stats_group = _COMPANION_GROUPS.get(group, (None, None))[1]
-    if _container_kind(data) == "dataset":
+    posterior = select(posterior, coords, group_label, strict=True)
+    check_not_empty(posterior, None, coords, group_label)
+    posterior, pair = with_sample_dims(posterior, sample_dims, group_label)
+    check_not_empty(posterior, pair, coords, group_label)
+    chain, draw = coordinate(posterior, pair[0]), coordinate(posterior, pair[1])
+    stats_group = COMPANION_GROUPS.get(group, (None, None))[1]
+    if container_kind(data) == "dataset":
         stats_group = None
 
     if model is not None:
-        layout, draws, labels, attrs, nutpie_scores = _model_draws(
+        layout, draws, labels, attrs, nutpie_scores = model_draws(
             data, model, posterior, pair, chain, draw, coords=coords, group=group,
             sample_dims=sample_dims, chunk_size=chunk_size, compile_mode=compile_mode,
         )
-        nutpie_gradient = _nutpie_stats(data, stats_group, coords, sample_dims, chain,
+        nutpie_gradient = nutpie_stats(data, stats_group, coords, sample_dims, chain,
                                         draw)[1]
 
         def scores():
@@ -1000,13 +582,11 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                 return _user_scores(score, draws, labels, names, chain, draw, sample_dims,
                                     batched=batched, chunk_size=chunk_size)
             if nutpie_scores is not None:
-                if _written_by_add_scores(nutpie_gradient):
-                    attrs.update(_stored_score_attrs(nutpie_gradient, stats_group))
+                if written_by_add_scores(nutpie_gradient):
+                    attrs.update(stored_score_attrs(nutpie_gradient, stats_group))
                     return nutpie_scores, "stored"
                 attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
                 return nutpie_scores, "nutpie"
-            from steindiag.inputs import _pymc
-
             mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
             flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),
                                       chunk_size=chunk_size, mode=mode)
@@ -1015,9 +595,9 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
     else:
         nutpie_draw, nutpie_gradient = None, None
         if score is None and (need_score or var_names is None):
-            nutpie_draw, nutpie_gradient = _nutpie_stats(data, stats_group, coords,
+            nutpie_draw, nutpie_gradient = nutpie_stats(data, stats_group, coords,
                                                          sample_dims, chain, draw)
-            if not need_score and not _written_by_add_scores(nutpie_gradient):
+            if not need_score and not written_by_add_scores(nutpie_gradient):
                 # Draws only (mmd): a nutpie trace keeps its stored constrained variables.
                 nutpie_draw, nutpie_gradient = None, None
         if nutpie_draw is not None and nutpie_gradient is not None:
@@ -1027,7 +607,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                     "are nutpie's stored unconstrained ones."
                 )
             parameter_dim = nutpie_draw.dims[2]
-            labels = [str(v) for v in _coordinate(nutpie_draw.to_dataset(name="x"),
+            labels = [str(v) for v in coordinate(nutpie_draw.to_dataset(name="x"),
                                                   parameter_dim)]
             draws = np.asarray(nutpie_draw.values, dtype=np.float64)
             gradient = nutpie_gradient
@@ -1036,10 +616,10 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             attrs = {"space": "unconstrained",
                      "scores_from": "sample_stats['gradient'] (nutpie store_gradient=True)"}
             source = "nutpie"
-            if _written_by_add_scores(nutpie_gradient):
-                _check_stored_selection(coords, var_names, sample_dims)
-                labels = [str(v) for v in nutpie_draw[_STORED_LABEL].values]
-                attrs = _stored_score_attrs(nutpie_gradient, stats_group)
+            if written_by_add_scores(nutpie_gradient):
+                check_stored_selection(coords, var_names, sample_dims)
+                labels = [str(v) for v in nutpie_draw[STORED_LABEL].values]
+                attrs = stored_score_attrs(nutpie_gradient, stats_group)
                 source = "stored"
 
             def scores():
@@ -1074,7 +654,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                         raise
                     # Keep the score's own exception as the cause (what raised inside it).
                     raise ValueError(f"{err}{hint}") from (err.__cause__ or err)
-        _where_not_finite(draws, chain, draw, labels, "draws",
+        where_not_finite(draws, chain, draw, labels, "draws",
                           "KSD needs finite draws; drop those draws with coords=.")
     if group_label.startswith("group"):
         attrs["group"] = group   # which group of the trace the draws are
@@ -1086,3 +666,31 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
         attrs=attrs,
         scores=scores if (score is not None or model is not None or need_score) else None,
     )
+
+
+def read_labelled(data, model=None, *, score=None, batched=True, group="posterior",
+                  var_names=None, coords=None, sample_dims=None, space=None, need_score=True,
+                  compile_mode=None):
+    """A labelled container's draws as a ``PendingInput`` (no score source attached yet).
+
+    :func:`read_trace` after the checks of ``space`` and ``compile_mode``; the draws and
+    the scores are checked finite, with the (chain, draw) of the first non-finite ones.
+    """
+    check_space(space, model)
+    check_compile_mode(compile_mode, model)
+    pending = read_trace(
+        data, model, score=score, batched=batched, group=group, var_names=var_names,
+        coords=coords, sample_dims=("chain", "draw") if sample_dims is None else sample_dims,
+        space=space, need_score=need_score, compile_mode=compile_mode,
+    )
+    draws, chain, draw = pending.draws, pending.chain, pending.draw
+    as_draws_array(draws, "data")
+    check_finite(draws, "draws", chain, draw)
+
+    def complete():
+        prepared = pending.with_scores()
+        check_finite(prepared.scores, "scores", prepared.chain, prepared.draw)
+        return prepared
+
+    return PendingInput(draws=draws, chain=chain, draw=draw, parameter=pending.parameter,
+                        attrs=pending.attrs, complete=complete)

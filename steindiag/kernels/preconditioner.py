@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.distance import pdist
 
+from steindiag._validate import LOG10_HEADROOM
+
 __all__ = ["Preconditioner", "make_preconditioner", "PRECONDITIONERS"]
 
 # Consistency factor making the median absolute deviation estimate the sd of a normal.
@@ -232,8 +234,6 @@ def _check_kernel_scale(pre, preconditioner, pooled_draws, parameter):
     O(N d) reads, no copy: for a diagonal A the largest t is sum_k a_k range_k^2 (ranges
     in kernel coordinates); with a rotation, max(a) sum_k range_k^2 bounds it.
     """
-    from steindiag._validate import LOG10_HEADROOM
-
     limit = 10.0**LOG10_HEADROOM
     name = (f"preconditioner={preconditioner!r}" if isinstance(preconditioner, str)
             else "preconditioner (Lambda array)")

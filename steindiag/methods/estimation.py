@@ -6,14 +6,17 @@ quadratic, minimised in closed form; otherwise L-BFGS-B runs on it with the grad
 from one kernel-sum pass per evaluation. See the Background page of the docs.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from steindiag.engine import svgd as _svgd_kernels
 from steindiag.engine.local import stein_row_sums
 from steindiag.engine.products import KernelPoints
+from steindiag.engine.progress import CONSERVATIVE_FLOPS, progress_bar
 from steindiag.kernels import IMQ
 
-__all__ = ["KSDObjective", "closed_form_fit", "linear_pieces", "numerical_fit"]
+__all__ = ["KSDObjective", "closed_form_fit", "linear_pieces", "numerical_fit", "ThetaFit", "fit_theta"]
 
 
 # Central-difference step in theta (relative to max(1, |theta_a|)): about eps^(1/3),
@@ -226,3 +229,51 @@ def numerical_fit(objective, theta0, bounds, max_iter, options):
         hessian[:, a] = (objective.value_and_gradient(plus)[1]
                          - objective.value_and_gradient(minus)[1]) / (2.0 * step)
     return theta, 0.5 * (hessian + hessian.T), result
+
+
+@dataclass(kw_only=True)
+class ThetaFit:
+    """The minimum-KSD estimate ``theta`` with its sandwich ``covariance``, KSD^2_U and KSD
+    at it, and the solver's ``converged``, ``n_iterations`` and ``message``."""
+
+    theta: np.ndarray
+    covariance: np.ndarray
+    ksd2_u: float
+    ksd: float
+    converged: bool
+    n_iterations: int
+    message: str
+
+
+def fit_theta(objective, theta0, *, linear, bounds, max_iter, options, progress):
+    """Minimise KSD^2_U (closed form for a linear score, else L-BFGS-B), with the asymptotic
+    covariance H^-1 (4 Sigma / n) H^-1 of the estimate (Sigma: the covariance of the
+    Hoeffding projections of the gradient, H the Hessian)."""
+    n, d = objective.x.shape
+    k = theta0.size
+    # Kernel passes: the closed form needs 2 + 2 k; the optimiser an unknown number (a
+    # counter then, expected at about 30 iterations of 2 passes).
+    n_passes = 2 + 2 * k if linear else None
+    seconds_per_pass = n * n * (8 * d + 20) / CONSERVATIVE_FLOPS
+    with progress_bar(progress, n_passes, (n_passes or 60 + 6 * k) * seconds_per_pass,
+                      desc="min_ksd_fit (kernel passes)", unit="pass") as objective.bar:
+        if linear:
+            theta, hessian = closed_form_fit(objective, theta0)
+            converged, n_iterations, message = True, 0, "closed form"
+        else:
+            theta, hessian, result = numerical_fit(objective, theta0, bounds, max_iter,
+                                                   options)
+            converged, n_iterations = bool(result.success), int(result.nit)
+            message = str(result.message)
+        ksd2_u, ksd = objective.value_at_estimate(objective.scores(theta))
+        psi = objective.row_sum_gradients(theta) / (n - 1)
+    objective.bar = None
+    sigma = np.atleast_2d(np.cov(psi, rowvar=False))
+    try:
+        inverse = np.linalg.inv(hessian)
+    except np.linalg.LinAlgError:
+        inverse = np.full_like(hessian, np.nan)
+    covariance = inverse @ (4.0 * sigma / n) @ inverse.T
+    return ThetaFit(theta=theta, covariance=0.5 * (covariance + covariance.T),
+                    ksd2_u=ksd2_u, ksd=ksd, converged=converged, n_iterations=n_iterations,
+                    message=message)

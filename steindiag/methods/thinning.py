@@ -10,8 +10,9 @@ computed, never the N x N matrix: O(N d) memory. See the Background page of the 
 import numpy as np
 
 from steindiag.engine import products
+from steindiag.engine.progress import CONSERVATIVE_FLOPS, progress_bar
 
-__all__ = ["greedy_select", "laplacian_correction", "prefix_ksd"]
+__all__ = ["greedy_select", "laplacian_correction", "prefix_ksd", "stein_thinning"]
 
 
 # Central-difference step for the Laplacian correction, in units of the spread of each
@@ -87,3 +88,35 @@ def prefix_ksd(points):
         earlier[index] = np.tril(rows, start - 1).sum(axis=1)
     running = np.cumsum(2.0 * earlier + points.diagonal)
     return np.sqrt(np.maximum(running, 0.0)) / np.arange(1, m + 1)
+
+
+def stein_thinning(prepared, pre, kernel, n_points, *, regularized=False, strength=None,
+                   log_p=None, score_fn=None, progress=None):
+    """Greedy (or regularised) Stein thinning of the pooled draws.
+
+    ``log_p`` (N,) and ``score_fn`` ((n, d) -> (n, d)) are needed with ``regularized``: the
+    objective adds the Laplacian correction and -lambda log p, lambda = ``strength``
+    (default 1 / n_points). Returns (selected positions (n_points,), KSD of every prefix
+    of the selection, the selected points' ``KernelPoints``, the settings as attrs).
+    """
+    n_chain, n_draw, d = prepared.draws.shape
+    n_total = n_chain * n_draw
+    draws_flat = prepared.draws.reshape(-1, d)
+    points = products.KernelPoints(draws_flat, prepared.scores.reshape(-1, d), pre, kernel)
+    objective = points.diagonal.copy()
+    step_penalty = np.zeros(n_total)
+    settings = {"stein_thinning": "regularized" if regularized else "greedy",
+                "stein_thinning_n_points": int(n_points)}
+    if regularized:
+        lam = 1.0 / n_points if strength is None else float(strength)
+        laplacian = laplacian_correction(score_fn, draws_flat, pre, kernel)
+        objective += laplacian - lam * log_p
+        step_penalty = -lam * log_p
+        settings["stein_thinning_strength"] = lam
+    pairs = n_points * n_total
+    with progress_bar(progress, n_points, pairs * (8 * d + 22) / CONSERVATIVE_FLOPS,
+                      desc="stein_thin (greedy selection)", unit="point") as bar:
+        selected = greedy_select(points, objective, step_penalty, n_points, bar)
+    # KSD of every prefix of the selection, with the same kernel and preconditioner.
+    selected_points = points.subset(selected)
+    return selected, prefix_ksd(selected_points), selected_points, settings

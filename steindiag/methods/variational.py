@@ -8,16 +8,21 @@ Background page of the docs.
 """
 
 import contextlib
+from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
 
 from steindiag.engine import svgd as _svgd_kernels
 from steindiag.engine.local import stein_row_sums
+from steindiag.engine.progress import CONSERVATIVE_FLOPS, make_progress
 from steindiag.kernels import IMQ
 
-__all__ = ["ADAGRAD_ALPHA", "ADAGRAD_FUDGE", "median_bandwidth", "step_sizes", "svgd_loop",
-           "threads_for"]
+__all__ = ["ADAGRAD_ALPHA", "ADAGRAD_FUDGE", "KERNELS", "median_bandwidth", "step_sizes",
+           "svgd_loop", "threads_for", "SVGDRun", "run_svgd"]
+
+# The base kernels of the SVGD update, by name.
+KERNELS = {"rbf": _svgd_kernels.RBF, "imq": _svgd_kernels.IMQ}
 
 
 # AdaGrad with momentum, as in Liu & Wang's reference implementation of SVGD.
@@ -161,3 +166,53 @@ def svgd_loop(particles, particle_scores, score_fn, scale, ksd_pre, *, n_steps, 
         if bar is not None:
             bar.update(pairs_per_step)
     return particles, ksd_values, iid_values, bandwidths, best_step, best_particles
+
+
+@dataclass(kw_only=True)
+class SVGDRun:
+    """What an SVGD run gives: ``moved`` (N, d) particles in the draws' coordinates; the
+    KSD and i.i.d. floor at the ``record``ed steps; the ``bandwidths`` of every step;
+    the ``returned_step`` (the recorded step with the lowest KSD with ``keep="best"``,
+    else the last) and its KSD; the coordinates' ``scale``."""
+
+    moved: np.ndarray
+    ksd: list
+    ksd_iid: list
+    bandwidths: np.ndarray
+    record: np.ndarray
+    returned_step: int
+    ksd_returned: float
+    scale: np.ndarray
+
+
+def run_svgd(draws, scores, score_fn, ksd_pre, *, standardize, n_steps, step_size, step_decay,
+             kind, bandwidth, method, ksd_every, keep, progress):
+    """SVGD from the (N, d) ``draws`` with their ``scores``: :class:`SVGDRun`.
+
+    In the coordinates z = x / scale (``standardize``: the robust scales of ``ksd_pre``,
+    else 1); the KSD of the particles every ``ksd_every`` steps and after the last one.
+    """
+    n, d = draws.shape
+    scale = ksd_pre.scale if standardize else np.ones(d)
+    record = sorted({*range(0, n_steps + 1, ksd_every), n_steps})
+    pairs_per_step = n * n + n * n / 2 * len(record) / n_steps
+    expected = n_steps * pairs_per_step * (8 * d + 30) / CONSERVATIVE_FLOPS
+    bar = make_progress(progress, n_steps * pairs_per_step, expected, desc="SVGD")
+    try:
+        with threads_for(n):
+            particles, ksd_values, iid_values, bandwidths, best_step, best = svgd_loop(
+                draws / scale, scores * scale, score_fn, scale, ksd_pre, n_steps=n_steps,
+                step_size=step_sizes(step_size, step_decay, n_steps), kind=kind,
+                bandwidth=bandwidth, method=method, record=record, bar=bar,
+                pairs_per_step=pairs_per_step,
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    returned_step = best_step if keep == "best" else n_steps
+    if keep == "best":
+        particles = best
+    return SVGDRun(moved=particles * scale, ksd=ksd_values, ksd_iid=iid_values,
+                   bandwidths=bandwidths, record=np.asarray(record),
+                   returned_step=int(returned_step),
+                   ksd_returned=float(ksd_values[record.index(returned_step)]), scale=scale)

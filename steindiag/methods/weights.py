@@ -128,7 +128,7 @@ def _certify(points, weights):
     return objective, gap, gradient
 
 
-def _relative(gap, objective):
+def relative_gap(gap, objective):
     return gap / objective if objective > 0 else (0.0 if gap == 0 else np.inf)
 
 
@@ -191,7 +191,7 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX
         raise SteinWeightsError(
             f"stein_weights: the active-set solver ({representation}) stopped after "
             f"{iterations} iterations ({status}) with a certified relative duality gap "
-            f"{_relative(gap, objective):.3g} > tol = {tol:g} (rounding floor "
+            f"{relative_gap(gap, objective):.3g} > tol = {tol:g} (rounding floor "
             f"{floor:.3g}).{hint}"
         )
     return _Solution(weights=weights, ksd2=objective, ksd2_uniform=np.nan, gap=gap,
@@ -376,7 +376,7 @@ def _solve_dense(points, *, tol, max_iter, memory_limit):
         raise SteinWeightsError(
             f"stein_weights: the dense QP solver piqp stopped (status {status_name} after "
             f"{iterations} iterations) with a certified relative duality gap "
-            f"{_relative(gap, objective):.3g} > tol = {tol:g} (rounding floor {floor:.3g}). "
+            f"{relative_gap(gap, objective):.3g} > tol = {tol:g} (rounding floor {floor:.3g}). "
             "Interior-point solvers stall when K_p is nearly singular (few parameters, "
             "many draws): use method='active-set', or increase max_iter."
         )
@@ -420,7 +420,7 @@ def _frank_wolfe_iterations(points, tol, max_iter, bar):
         raise SteinWeightsError(
             f"stein_weights: pairwise Frank-Wolfe did not converge in {iterations} "
             f"iterations (max_iter = {max_iter}); the certified relative duality gap is "
-            f"{_relative(gap, objective):.3g} > tol = {tol:g} (KSD "
+            f"{relative_gap(gap, objective):.3g} > tol = {tol:g} (KSD "
             f"{np.sqrt(max(objective, 0.0)):.6g} reached, "
             f"{np.sqrt(max(ksd2_uniform, 0.0)):.6g} with uniform weights). K_p is badly "
             "conditioned for few parameters (d <= 3) and many draws: use "
@@ -583,3 +583,35 @@ def _solver_version(method):
         return version("piqp")
     except Exception:  # noqa: BLE001 - a version string is only informative
         return ""
+
+
+def solver_label(methods):
+    """The solvers used, with piqp's version: e.g. "frank-wolfe; piqp 0.6.0"."""
+    return "; ".join(_SOLVERS[m][0] + (f" {_solver_version(m)}" if _solver_version(m) else "")
+                     for m in methods)
+
+
+def optimal_weights(prepared, pre, kernel, *, per_chain, method, tol, max_iter, memory_limit,
+                    progress):
+    """Solve the weights QP over all draws pooled, or once per chain.
+
+    Returns (solutions, methods used, KernelPoints of each problem); every solution
+    carries its uniform KSD^2 and its i.i.d. floor (``ksd_iid``).
+    """
+    n_chain, n_draw, d = prepared.draws.shape
+    if per_chain:
+        problems = [(prepared.draws[k], prepared.scores[k]) for k in range(n_chain)]
+    else:
+        problems = [(prepared.draws.reshape(-1, d), prepared.scores.reshape(-1, d))]
+    chosen = _choose_method(method, d)
+    solutions, methods, points_used = [], [], []
+    for draws, scores in problems:
+        points = _stein_products.KernelPoints(draws, scores, pre, kernel)
+        solution, used = _solve(points, chosen, method, tol, max_iter, memory_limit, progress)
+        solution.ksd_iid = float(np.sqrt(points.diagonal.mean() / points.n))
+        if not np.isfinite(solution.ksd2_uniform):
+            solution.ksd2_uniform = float(points.matvec(np.full(points.n, 1.0 / points.n)).mean())
+        solutions.append(solution)
+        methods.append(used)
+        points_used.append(points)
+    return solutions, methods, points_used

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "Evidence", "n_tests",
-           "chain_verdicts", "pooled_verdict", "more_draws_needed", "detectable_shift"]
+__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "Evidence",
+           "n_tests", "chain_verdicts", "pooled_verdict", "more_draws_needed",
+           "detectable_shift"]
 
 # kappa(d): the pooled KSD test of diagnose detects a shift of the mean by delta posterior
 # standard deviations (along one coordinate of N(0, I_d)) in 80 % of runs when
@@ -34,6 +35,19 @@ FITS = "fits"
 DOES_NOT_FIT = "does not fit"
 INCONCLUSIVE = "inconclusive"
 VERDICTS = (FITS, DOES_NOT_FIT, INCONCLUSIVE)
+# The code of each reason a verdict can have: what decided it. Advice is chosen from the
+# code (the reason's text is for people and may be reworded freely).
+REASONS = (
+    "no_rejection",         # fits: no test rejected
+    "stuck",                # a chain never moved
+    "ksd_rejects",          # the (chain's or pooled) KSD test rejects
+    "chains_rejected",      # pooled: the KSD tests of some chains reject
+    "unvisited_mass",       # the search found mass no draw visited
+    "chains_disagree",      # the test that all chains agree rejects
+    "too_few_draws",        # a KSD p-value that would decide cannot be trusted
+    "divergences",          # the sampler reported divergent transitions; nothing rejected
+    "agreement_undecided",  # too few blocks for the test of agreement
+)
 
 
 @dataclass(kw_only=True)
@@ -149,7 +163,7 @@ def _too_few(evidence, what):
             f"{more_draws_needed(evidence)} draws per chain would decide")
 
 
-def chain_verdicts(evidence, level):
+def chain_verdicts(evidence, level, conditional=False):
     """The verdict and its reason for each chain.
 
     Parameters
@@ -157,10 +171,13 @@ def chain_verdicts(evidence, level):
     evidence : Evidence
     level : float
         The level each test is read at (alpha / number of tests).
+    conditional : bool
+        The search for unvisited mass did not run: a "fits" says it is conditional.
 
     Returns
     -------
-    verdicts, reasons : ndarray (chain,) of str
+    verdicts, codes, reasons : ndarray (chain,) of str
+        The verdict, the code of its reason (one of ``REASONS``) and the reason in words.
 
     Notes
     -----
@@ -180,33 +197,38 @@ def chain_verdicts(evidence, level):
     """
     e = evidence
     disagree = _agreement_rejects(e, level)
-    verdicts = np.empty(e.n_chain, dtype=object)
-    reasons = np.empty(e.n_chain, dtype=object)
-    for ch in range(e.n_chain):
-        divergent = e.divergences is not None and e.divergences[ch] > 0
-        if e.stuck[ch]:
-            verdict, reason = DOES_NOT_FIT, (
-                f"the chain never moved: all {e.n_draw} draws are the same point")
-        elif e.reliable[ch] and e.pvalue[ch] <= level:
-            verdict, reason = DOES_NOT_FIT, (
-                f"the KSD test rejects the draws ({_p(e.pvalue[ch])} <= {level:.2g})")
-        elif e.missing_found:
-            verdict, reason = DOES_NOT_FIT, f"unvisited mass: {e.missing_summary}"
-        elif not e.reliable[ch]:
-            verdict, reason = INCONCLUSIVE, _too_few(e, "this chain")
-        elif divergent:
-            verdict, reason = INCONCLUSIVE, (
-                f"{int(e.divergences[ch])} divergent transitions: the sampler could not "
-                f"explore part of the target; no test rejected ({_p(e.pvalue[ch])})")
-        elif disagree:
-            verdict, reason = INCONCLUSIVE, (
-                f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}): "
-                "some chain did not sample the target, and the test does not say which; "
-                f"this chain's own KSD test did not reject ({_p(e.pvalue[ch])})")
-        else:
-            verdict, reason = FITS, f"no test rejected (KSD {_p(e.pvalue[ch])})"
-        verdicts[ch], reasons[ch] = verdict, reason
-    return verdicts.astype(str), reasons.astype(str)
+    rows = [_chain_rule(e, ch, level, disagree) for ch in range(e.n_chain)]
+    if conditional:
+        rows = [(verdict, code, reason + (" (conditional: no search for unvisited mass)"
+                                          if verdict == FITS else ""))
+                for verdict, code, reason in rows]
+    verdicts, codes, reasons = (np.array([row[k] for row in rows], dtype=object).astype(str)
+                                for k in range(3))
+    return verdicts, codes, reasons
+
+
+def _chain_rule(e, ch, level, disagree):
+    """(verdict, code, reason) of chain ``ch``: the first rule of ``chain_verdicts``."""
+    if e.stuck[ch]:
+        return DOES_NOT_FIT, "stuck", (
+            f"the chain never moved: all {e.n_draw} draws are the same point")
+    if e.reliable[ch] and e.pvalue[ch] <= level:
+        return DOES_NOT_FIT, "ksd_rejects", (
+            f"the KSD test rejects the draws ({_p(e.pvalue[ch])} <= {level:.2g})")
+    if e.missing_found:
+        return DOES_NOT_FIT, "unvisited_mass", f"unvisited mass: {e.missing_summary}"
+    if not e.reliable[ch]:
+        return INCONCLUSIVE, "too_few_draws", _too_few(e, "this chain")
+    if e.divergences is not None and e.divergences[ch] > 0:
+        return INCONCLUSIVE, "divergences", (
+            f"{int(e.divergences[ch])} divergent transitions: the sampler could not "
+            f"explore part of the target; no test rejected ({_p(e.pvalue[ch])})")
+    if disagree:
+        return INCONCLUSIVE, "chains_disagree", (
+            f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}): "
+            "some chain did not sample the target, and the test does not say which; "
+            f"this chain's own KSD test did not reject ({_p(e.pvalue[ch])})")
+    return FITS, "no_rejection", f"no test rejected (KSD {_p(e.pvalue[ch])})"
 
 
 def pooled_verdict(evidence, level):
@@ -220,7 +242,9 @@ def pooled_verdict(evidence, level):
 
     Returns
     -------
-    verdict, reason : str
+    verdict, code, reason : str
+        The verdict, the code of its reason (one of ``REASONS``; with several doubts, the
+        first) and the reason in words.
 
     Notes
     -----
@@ -237,41 +261,44 @@ def pooled_verdict(evidence, level):
     rejecting = np.flatnonzero(e.reliable & (e.pvalue <= level))
     if e.stuck.any():
         stuck = [labels[k] for k in np.flatnonzero(e.stuck)]
-        return DOES_NOT_FIT, (f"chain(s) {stuck} never moved: all {e.n_draw} draws of each "
-                              "are the same point")
+        return DOES_NOT_FIT, "stuck", (f"chain(s) {stuck} never moved: all {e.n_draw} draws "
+                                       "of each are the same point")
     if e.reliable_pooled and e.pvalue_pooled <= level:
-        return DOES_NOT_FIT, (f"the KSD test rejects the draws ({_p(e.pvalue_pooled)} <= "
-                              f"{level:.2g})")
+        return DOES_NOT_FIT, "ksd_rejects", (
+            f"the KSD test rejects the draws ({_p(e.pvalue_pooled)} <= {level:.2g})")
     if rejecting.size:
-        return DOES_NOT_FIT, (
+        return DOES_NOT_FIT, "chains_rejected", (
             f"the KSD test rejects chain(s) {[labels[k] for k in rejecting]} "
             f"(smallest {_p(e.pvalue[rejecting].min())} <= {level:.2g})")
     if e.missing_found:
-        return DOES_NOT_FIT, f"unvisited mass: {e.missing_summary}"
+        return DOES_NOT_FIT, "unvisited_mass", f"unvisited mass: {e.missing_summary}"
     if _agreement_rejects(e, level):
-        return DOES_NOT_FIT, (
+        return DOES_NOT_FIT, "chains_disagree", (
             f"the chains disagree: the MMD test of agreement among all chains rejects "
             f"({_p(e.agreement_pvalue)} <= {level:.2g}); chains of one target have one "
             "distribution")
-    doubts = []
+    doubts, codes = [], []
     if e.divergences is not None and np.sum(e.divergences) > 0:
+        codes.append("divergences")
         doubts.append(
             f"{int(np.sum(e.divergences))} divergent transitions: the sampler could not "
             f"explore part of the target, and no test rejected ({_p(e.pvalue_pooled)}); that "
             "does not show the unexplored part holds no mass")
     if not e.reliable_pooled:
+        codes.append("too_few_draws")
         doubts.append(_too_few(e, "the chains") + f" ({e.effective_draws_pooled:.0f} "
                       "effective draws in all)")
     if e.n_chain > 1 and not e.agreement_reliable:
+        codes.append("agreement_undecided")
         doubts.append(
             "the chains are too autocorrelated for the MMD test of agreement (fewer than 3 "
             "blocks of about 5 autocorrelation times per chain, or 20 in all): whether they "
             "agree cannot be checked")
     if doubts:
-        return INCONCLUSIVE, "; ".join(doubts)
+        return INCONCLUSIVE, codes[0], "; ".join(doubts)
     reason = f"no test rejected (KSD {_p(e.pvalue_pooled)})"
     if not e.missing_run:
         reason += (f"; conditional: the search for unvisited mass was not run "
                    f"({e.missing_not_run_reason}), and KSD alone is blind to modes the chains "
                    "never visited")
-    return FITS, reason
+    return FITS, "no_rejection", reason

@@ -7,8 +7,8 @@ truth while its own KSD falls. Three causes are checked here, each named in a
 :class:`CorrectionWarning` and recorded in the result's attrs (see the Background page of
 the docs):
 
-- divergent transitions in the trace's ``sample_stats`` (the sampler failed to enter part
-  of the posterior: ``steindiag.inputs.sampler_warnings``);
+- divergent transitions in the trace's ``sample_stats`` or the sampler's own record (the
+  sampler failed to enter part of the posterior);
 - unvisited mass found by the missing-mass search (``steindiag.methods.missing_mass``),
   run when a log density is at hand, or a search result passed by the caller;
 - a corrected KSD that stays far above its floor: above the level that N exact i.i.d.
@@ -21,8 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["CorrectionWarning", "CorrectionChecks", "check_correction", "ksd_null_threshold",
-           "MISSING_MASS_OPTIONS"]
+from steindiag._types import CorrectionWarning
+from steindiag.methods.search import run_search
+
+__all__ = ["CorrectionChecks", "check_correction", "ksd_null_threshold", "MISSING_MASS_OPTIONS",
+           "check_missing_mass_option", "summary_reasons"]
 
 # Level of the "far above the floor" check: an exact i.i.d. sample of the same size
 # exceeds the threshold with probability at most this (whatever the null's shape).
@@ -36,15 +39,6 @@ MISSING_MASS_OPTIONS = ("auto", True, False)
 
 # Level of the missing-mass search (its ``alpha``): mass is "found" at p < 0.05.
 SEARCH_LEVEL = 0.05
-
-
-class CorrectionWarning(UserWarning):
-    """A correction (weights, thinning, SVGD) cannot be trusted on these draws.
-
-    The message names the cause: divergent transitions, unvisited mass, a KSD that stays
-    far above its floor, or (SVGD) particles that ended with a higher KSD than they
-    started with.
-    """
 
 
 @dataclass(kw_only=True)
@@ -141,40 +135,29 @@ def ksd_null_threshold(points, alpha=FAR_ALPHA, n_rows=_NULL_ROWS):
     return float(np.sqrt(threshold2))
 
 
-def _divergences(data, group, prepared, sample_dims):
-    from steindiag.inputs import sampler_warnings
-
-    dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
-    if isinstance(dims[0], str) and len(dims) not in (1, 2):
-        return None
-    try:
-        return sampler_warnings(data, group=group, chain=prepared.chain, draw=prepared.draw,
-                                sample_dims=dims)
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def check_correction(*, data, group, sample_dims, prepared, model=None, score=None,
-                     log_density=None, batched=True, kernel, preconditioner, missing_mass,
-                     rng=None, ksd_checks=(), compile_mode=None):
+def check_correction(*, pending, prepared, kernel, preconditioner, missing_mass, rng=None,
+                     ksd_checks=()):
     """Run the checks of a correction; returns :class:`CorrectionChecks`.
 
     Parameters
     ----------
-    data, group, sample_dims : the caller's input (for the sampler's statistics)
+    pending : PendingInput
+        The input as read: the sampler's divergences for the draws used, and the score
+        source (log p and the score at new points, for the search).
     prepared : SteinInput of the draws used
-    model, score, log_density, batched : the log-density and score sources
     kernel, preconditioner : what the correction's KSD used
     missing_mass : "auto", True, False, or a search result (with ``found``, ``summary``)
-        "auto": search when a log density is at hand (``log_density`` callable or a PyMC
-        model) and the score can be evaluated at new points; True: search or raise.
+        "auto": search when a log density is at hand (a callable, or a PyMC model) and
+        the score can be evaluated at new points; True: search or raise.
     rng : numpy Generator for the search
     ksd_checks : iterable of (KernelPoints, corrected KSD, label)
         Each corrected KSD is compared with ``ksd_null_threshold`` of its points.
-    compile_mode : the caller's PyTensor compile mode (for a model's log p and score)
     """
     checks = CorrectionChecks()
-    found = _divergences(data, group, prepared, sample_dims)
+    try:
+        found = pending.sampler_warnings()
+    except (TypeError, ValueError, KeyError):
+        found = None
     if found is not None:
         checks.divergences = found.total
         if found.total > 0:
@@ -189,19 +172,16 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
     if search and not missing_mass:
         checks.missing_mass_detail = "not searched: missing_mass=False"
     elif search:
-        has_log_density = callable(log_density) or (model is not None and log_density is None)
-        if not has_log_density:
+        if not pending.source.has_log_density():
             why = ("no log density: pass log_density= (a callable on the flat parameter "
                    "vector) or a PyMC model")
             if missing_mass != "auto":
                 raise ValueError(f"missing_mass=True needs log p at new points; {why}.")
             checks.missing_mass_detail = f"not searched: {why}"
         else:
-            from steindiag._diagnose import _search   # the search as diagnose runs it
-
             try:
-                result, why = _search(prepared, model, score, log_density, batched, kernel,
-                                      preconditioner, SEARCH_LEVEL, rng, compile_mode)
+                result, why = run_search(prepared, pending.source, kernel, preconditioner,
+                                         SEARCH_LEVEL, rng)
             except (ValueError, ArithmeticError, RuntimeError) as err:
                 # log p failing at a point the search tried (PyMC's ParameterValueError in
                 # a funnel's neck, an overflow) must not lose the correction's result.
@@ -246,3 +226,23 @@ def check_correction(*, data, group, sample_dims, prepared, model=None, score=No
                 "reweighting of these draws fits the target"
             )
     return checks
+
+
+def summary_reasons(found, recorded):
+    """Causes not to trust a weighted summary: the sampler's divergences (``found``, or
+    None), and what the weights recorded in their attrs (``recorded``)."""
+    reasons = []
+    if found is not None and found.total > 0:
+        reasons.append(
+            f"the sampler reported {found.total} divergent transitions ({found.source}), "
+            "so the chains missed part of the posterior"
+        )
+    if recorded.get("missing_mass") == "found":
+        reasons.append("the weights record mass the chains never visited ("
+                       f"{recorded.get('missing_mass_detail', '')})")
+    if recorded.get("ksd_far_above_floor"):
+        reasons.append(
+            f"the weights' KSD {recorded.get('ksd_weighted', float('nan')):.3g} stays far above "
+            f"its floor (threshold {recorded.get('ksd_far_threshold', float('nan')):.3g})"
+        )
+    return reasons

@@ -1,0 +1,282 @@
+"""Traces of PyMC models and nutpie: the model's unconstrained draws, stored scores.
+
+With a PyMC model, the draws are the model's value variables: stored ones where the trace
+holds them (``include_transformed=True``, an ``unconstrained_posterior`` group, nutpie's
+``store_unconstrained=True``), otherwise the posterior's constrained values mapped
+forward through each free variable's transform (:mod:`steindiag.inputs._pymc`).
+nutpie's stored gradients (``store_gradient=True``), and the scores
+:func:`steindiag.add_scores` stores in the same layout, are read here too.
+"""
+
+import numpy as np
+
+from steindiag._containers import (
+    COMPANION_GROUPS, NUTPIE_DRAW, NUTPIE_GRADIENT, STORED_MARK, aligned, get_group, select,
+    with_sample_dims,
+)
+from steindiag.inputs import _pymc
+from steindiag.inputs._checks import where_not_finite
+from steindiag.inputs._labels import element_labels
+
+__all__ = ["model_draws", "nutpie_stats", "written_by_add_scores", "stored_score_attrs",
+           "check_stored_selection", "nutpie_labels", "reorder_nutpie"]
+
+
+def nutpie_stats(data, stats_group, coords, sample_dims, chain, draw):
+    """nutpie's stored unconstrained draws / gradients (DataArrays), when present."""
+    if stats_group is None:
+        return None, None
+    stats = get_group(data, stats_group)
+    if stats is None or NUTPIE_GRADIENT not in stats.data_vars:
+        return None, None
+    stats = select(stats, coords, f"group {stats_group!r}")
+    stats, pair = with_sample_dims(stats, sample_dims, f"group {stats_group!r}")
+    stats = aligned(stats, chain, draw, pair, f"group {stats_group!r}")
+    out = []
+    for name in (NUTPIE_DRAW, NUTPIE_GRADIENT):
+        if name in stats.data_vars and stats[name].ndim == 3:
+            out.append(stats[name].transpose(*pair, ...))
+        else:
+            out.append(None)
+    return out[0], out[1]
+
+
+def written_by_add_scores(gradient):
+    return gradient is not None and STORED_MARK in gradient.attrs
+
+
+def stored_score_attrs(gradient, stats_group):
+    """Provenance of scores stored by ``add_scores``, for the result's attrs."""
+    kept = ("space", "log_density", "jacobian", "free_variables", "value_variables",
+            "transforms", "pytensor_mode", "score_strategy", "steindiag_version")
+    attrs = {key: gradient.attrs[key] for key in kept if key in gradient.attrs}
+    attrs["space"] = "unconstrained"
+    attrs["scores_from"] = f"{stats_group}['gradient'] (steindiag.add_scores)"
+    return attrs
+
+
+def check_stored_selection(coords, var_names, sample_dims):
+    """Stored unconstrained draws are one vector per draw: only chain/draw can be selected."""
+    if var_names is not None:
+        raise ValueError(
+            f"var_names={var_names} cannot be used on a trace with stored scores "
+            "(steindiag.add_scores): the score of a model involves all its free variables, "
+            "so the stored vectors are used whole."
+        )
+    other = [dim for dim in coords or {} if dim not in sample_dims]
+    if other:
+        raise ValueError(
+            f"coords selects along {other}, but the draws are the trace's stored "
+            "unconstrained vectors (steindiag.add_scores), which can only be selected by "
+            f"{list(sample_dims)}; a selection of some elements of a variable has no score of "
+            "its own. Select chains and draws only, or use the trace without stored scores."
+        )
+
+
+def nutpie_labels(layout):
+    """nutpie's labels of the unconstrained vector: ``name`` or ``name_i.j``."""
+    labels = []
+    for var in layout:
+        if len(var.value_shape) == 0:
+            labels.append(var.value_name)
+        else:
+            labels.extend(
+                f"{var.value_name}_{'.'.join(str(i) for i in index)}"
+                for index in np.ndindex(*var.value_shape)
+            )
+    return labels
+
+
+def reorder_nutpie(array, expected_labels):
+    """(chain, draw, d) values of a nutpie stat in ``expected_labels`` order, or None."""
+    parameter_dim = array.dims[2]
+    if parameter_dim not in array.coords:
+        return None
+    have = [str(v) for v in array[parameter_dim].values]
+    if sorted(have) != sorted(expected_labels):
+        return None
+    position = {label: k for k, label in enumerate(have)}
+    return np.asarray(array.values, dtype=np.float64)[:, :, [position[x] for x in expected_labels]]
+
+
+def _model_coordinate_check(model, var, data_array, sample_pair):
+    """Put a constrained variable's dims in model order; check coordinate labels."""
+    extra = [dim for dim in data_array.dims if dim not in sample_pair]
+    if var.dims is None or sorted(extra) != sorted(var.dims):
+        return data_array
+    data_array = data_array.transpose(*sample_pair, *var.dims)
+    for dim in var.dims:
+        model_values = model.coords.get(dim)
+        if model_values is None or dim not in data_array.coords:
+            continue
+        model_labels = [str(v) for v in model_values]
+        trace_labels = [str(v) for v in data_array[dim].values]
+        if model_labels == trace_labels:
+            continue
+        if sorted(model_labels) == sorted(trace_labels):
+            # Same labels in another order: follow the model's order.
+            data_array = data_array.isel({dim: [trace_labels.index(x) for x in model_labels]})
+            continue
+        raise ValueError(
+            f"the trace's coordinate {dim!r} of {var.name!r} does not match the model's: "
+            f"model {model_labels[:6]}{'...' if len(model_labels) > 6 else ''}, trace "
+            f"{trace_labels[:6]}{'...' if len(trace_labels) > 6 else ''}. The model does not "
+            "match the trace."
+        )
+    return data_array
+
+
+def _stored_value(model, var, posterior, unconstrained, nutpie_draw, vector_labels, pair):
+    """(kind, (chain, draw, *shape) array, source description) for one free variable."""
+    candidates = []
+    if var.transform_op is None:
+        candidates.append((posterior, var.name, "unconstrained", f"posterior[{var.name!r}]"))
+    else:
+        candidates.append(
+            (posterior, var.value_name, "unconstrained", f"posterior[{var.value_name!r}]")
+        )
+    if unconstrained is not None:
+        for name in dict.fromkeys((var.value_name, var.name)):
+            candidates.append(
+                (unconstrained, name, "unconstrained", f"unconstrained_posterior[{name!r}]")
+            )
+    for dataset, name, kind, source in candidates:
+        if dataset is not None and name in dataset.data_vars:
+            return _checked_block(model, var, dataset[name], kind, source, pair)
+    if nutpie_draw is not None:
+        values = reorder_nutpie(nutpie_draw, vector_labels)
+        if values is not None:
+            start = vector_labels.index(nutpie_labels([var])[0])
+            block = values[:, :, start : start + var.size]
+            return "unconstrained", block.reshape(*block.shape[:2], *var.value_shape), (
+                "sample_stats['unconstrained_draw'] (nutpie)"
+            )
+    if var.transform_op is not None and var.name in posterior.data_vars:
+        return _checked_block(
+            model, var, posterior[var.name], "constrained",
+            f"posterior[{var.name!r}] mapped by the {var.transform} transform", pair,
+        )
+    return None
+
+
+def _checked_block(model, var, data_array, kind, source, pair):
+    what = source.split(" ")[0]
+    if kind == "constrained" or var.transform_op is None:
+        data_array = _model_coordinate_check(model, var, data_array, pair)
+    missing = [dim for dim in pair if dim not in data_array.dims]
+    if missing:
+        raise ValueError(
+            f"{what} has no dimension(s) {missing}; its dims are {list(data_array.dims)}."
+        )
+    data_array = data_array.transpose(*pair, ...)
+    expected = var.value_shape if kind == "unconstrained" else var.shape
+    got = tuple(data_array.shape[2:])
+    if got != tuple(expected):
+        label = var.value_name if kind == "unconstrained" else var.name
+        raise ValueError(
+            f"{what} has shape {got} per draw, but the model's {label!r} has shape "
+            f"{tuple(expected)}: the model does not match the trace."
+        )
+    values = np.asarray(data_array.values)
+    if not (np.issubdtype(values.dtype, np.floating) or np.issubdtype(values.dtype, np.integer)):
+        raise TypeError(f"{what} must be numeric; got dtype {values.dtype}.")
+    return kind, values, source
+
+
+def _value_labels(model, var, posterior, pair):
+    """Labels of a value variable (see ``_labels``): the model's coordinates, else the trace's.
+
+    Coordinates apply when the value variable has the shape of its random variable
+    (log, interval, ... transforms); otherwise (simplex, zero-sum) positions.
+    """
+    if tuple(var.value_shape) != tuple(var.shape):
+        return element_labels(var.value_name, var.value_shape)
+    dims = var.dims
+    stored = posterior[var.name] if var.name in posterior.data_vars else None
+    if dims is None and stored is not None:
+        dims = tuple(dim for dim in stored.dims if dim not in pair)
+    coords = {}
+    for dim in dims or ():
+        values = (getattr(model, "coords", None) or {}).get(dim)
+        if values is None and dim in posterior.coords:
+            values = posterior[dim].values
+        if values is not None:
+            coords[dim] = np.asarray(values)
+    return element_labels(var.value_name, var.value_shape, dims, coords)
+
+
+def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sample_dims,
+                 chunk_size, compile_mode):
+    layout = _pymc.model_layout(model)
+    unconstrained_group, stats_group = COMPANION_GROUPS.get(group, (None, None))
+    unconstrained = None
+    if unconstrained_group is not None:
+        unconstrained = get_group(data, unconstrained_group)
+        if unconstrained is not None:
+            unconstrained = select(unconstrained, coords, f"group {unconstrained_group!r}")
+            unconstrained, upair = with_sample_dims(
+                unconstrained, sample_dims, f"group {unconstrained_group!r}"
+            )
+            unconstrained = aligned(unconstrained, chain, draw, upair,
+                                     f"group {unconstrained_group!r}")
+    nutpie_draw, nutpie_gradient = nutpie_stats(data, stats_group, coords, sample_dims,
+                                                 chain, draw)
+    vector_labels = nutpie_labels(layout)
+
+    stored = [
+        _stored_value(model, var, posterior, unconstrained, nutpie_draw, vector_labels, pair)
+        for var in layout
+    ]
+    missing = [var.name for var, item in zip(layout, stored) if item is None]
+    if missing:
+        raise ValueError(
+            f"the trace's {group!r} group has no values for the model's free variable(s) "
+            f"{missing} (looked for {[v.name for v in layout if v.name in missing]} and their "
+            f"value variables {[v.value_name for v in layout if v.name in missing]}); it has "
+            f"{list(posterior.data_vars)}. The model does not match the trace."
+        )
+    n_chain, n_draw = len(chain), len(draw)
+    kinds = [item[0] for item in stored]
+    arrays = [item[1].reshape(n_chain * n_draw, *item[1].shape[2:]) for item in stored]
+    flat, outside = _pymc.unconstrained_values(
+        model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
+    )
+    labels = [label for var in layout for label in _value_labels(model, var, posterior, pair)]
+    draws = flat.reshape(n_chain, n_draw, -1)
+    where_not_finite(
+        draws, chain, draw, labels, "unconstrained draws",
+        "A draw on the boundary of a variable's support (e.g. sigma == 0, a simplex "
+        "entry equal to 0, a value outside its bounds) or a NaN in the trace has no "
+        "finite unconstrained value; drop those draws with coords= or fix the trace.",
+    )
+    if outside:
+        details = []
+        for name, bad in outside.items():
+            chain_idx, draw_idx = np.nonzero(bad.reshape(n_chain, n_draw))
+            first = f"(chain={chain[chain_idx[0]].item()!r}, draw={draw[draw_idx[0]].item()!r})"
+            transform = next(var.transform for var in layout if var.name == name)
+            details.append(f"{name!r} at {int(bad.sum())} draws, first {first} "
+                           f"({transform} transform)")
+        raise ValueError(
+            "the trace's values are not in the support of the model's variables: "
+            + "; ".join(details) + ". The inverse transform does not give them back (e.g. a "
+            "simplex that does not sum to 1, a zero-sum vector whose sum is not 0): the "
+            "model does not match the trace."
+        )
+    _pymc.check_model_data(
+        model,
+        get_group(data, "observed_data"),
+        get_group(data, "constant_data"),
+    )
+    attrs = {
+        "space": "unconstrained",
+        "free_variables": [var.name for var in layout],
+        "value_variables": [var.value_name for var in layout],
+        "transforms": [var.transform for var in layout],
+        "unconstrained_from": [item[2] for item in stored],
+        "log_density": "model.logp(jacobian=True)",
+    }
+    nutpie_scores = None
+    if nutpie_gradient is not None:
+        nutpie_scores = reorder_nutpie(nutpie_gradient, vector_labels)
+    return layout, draws, labels, attrs, nutpie_scores
