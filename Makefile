@@ -1,6 +1,7 @@
 # Two commands on a fresh machine:
 #   make example   -> creates .venv, installs steindiag with PyMC and plotting, runs the quickstart
-#   make test      -> creates .venv, installs the test extras, runs the test suite
+#   make test      -> creates .venv, installs the test extras, checks the import layers
+#                     (.importlinter) and runs the test suite
 # PYTHON selects the interpreter (e.g. `PYENV_VERSION=3.12.1 make test PYTHON=python VENV=.venv312`).
 
 PYTHON ?= python3
@@ -23,6 +24,7 @@ example: $(VENV)/.installed
 	$(PY) examples/quickstart.py
 
 test: $(VENV)/.installed
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed

@@ -17,7 +17,7 @@ started at an exact draw), and *biased* samplers (ULA, SGLD, under-dispersed dra
 mode of two, a wrong score, a stuck chain). Each run calls
 
     steindiag.diagnose(draws, score=score, log_density=log_density, rng=seed)  # "log_density"
-    steindiag.diagnose(draws, score=score, missing_mass=False, rng=seed)       # "score_only"
+    steindiag.diagnose(draws, score=score, mode_search=False, rng=seed)       # "score_only"
 
 on the same draws (paired variants) and records the pooled verdict, every chain's verdict,
 every data variable whose name contains "pvalue", "reliable" or "effective" (read by

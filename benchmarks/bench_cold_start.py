@@ -69,7 +69,7 @@ CASES = {
     "mmd": "steindiag.mmd(x10)",
     "stein_weights d=10": "steindiag.stein_weights(x10, score=-x10)",
     "stein_weights d=2": "steindiag.stein_weights(x2, score=-x2)",
-    "stein_thin": "steindiag.stein_thin(x10, score=score, n_points=100)",
+    "stein_thin": "steindiag.stein_thin(x10, score=score, n_selected=100)",
     "stein_variational": "steindiag.stein_variational(x10, score=score, n_steps=100)",
     "min_ksd_fit": ("steindiag.min_ksd_fit(x10.reshape(-1, 10), "
                     "lambda x, theta: -(x - theta), np.zeros(10), linear=True)"),
@@ -84,7 +84,7 @@ z10 = 0.1 + rng.standard_normal((4, 5000, 10))
 LARGE_CASES = {
     "ksd N=5000 d=2": "steindiag.ksd(y2, score=-y2, preconditioner='identity')",
     "ksd N=5000 d=10": "steindiag.ksd(y10, score=-y10, preconditioner='identity')",
-    "stein_thin N=20000": "steindiag.stein_thin(z10, score=-z10, n_points=1000)",
+    "stein_thin N=20000": "steindiag.stein_thin(z10, score=-z10, n_selected=1000)",
     "min_ksd_fit N=4000": ("steindiag.min_ksd_fit(z10[:, :1000].reshape(-1, 10), "
                             "lambda x, theta: -(x - theta), np.zeros(10), linear=True)"),
 }

@@ -83,8 +83,8 @@ def main():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             w = steindiag.stein_weights(trace, model)
-            thin = steindiag.stein_thin(trace, model, n_points=200)
-            thin_reg = steindiag.stein_thin(trace, model, n_points=200, regularized=True)
+            thin = steindiag.stein_thin(trace, model, n_selected=200)
+            thin_reg = steindiag.stein_thin(trace, model, n_selected=200, regularized=True)
         seconds = time.perf_counter() - start
         print(f"Centred NUTS, seed {seed}: 4 x 1000 draws, {n_div} divergences; weights and "
               f"both thinnings {seconds:.0f} s.\n")

@@ -119,8 +119,8 @@ def main():
           f"difference {difference:.2e}")
 
     start = time.perf_counter()
-    steindiag.stein_thin(posterior, model, n_points=100, regularized=True)
-    print(f"stein_thin(posterior, model, n_points=100, regularized=True), whole call: "
+    steindiag.stein_thin(posterior, model, n_selected=100, regularized=True)
+    print(f"stein_thin(posterior, model, n_selected=100, regularized=True), whole call: "
           f"{time.perf_counter() - start:.2f} s")
 
 

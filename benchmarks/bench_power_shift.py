@@ -34,7 +34,7 @@ def rejection_rate(d, n, delta, reps, seed):
         draws[..., 0] += delta
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = steindiag.diagnose(draws, score=-draws, missing_mass=False, rng=rng,
+            res = steindiag.diagnose(draws, score=-draws, mode_search=False, rng=rng,
                                      n_permutations=1000)
         # The KSD test's part of the verdict: the pooled test (the shift is in every chain).
         rejected += res["pvalue_pooled"].item() <= 0.05 / 4

@@ -80,8 +80,8 @@ elif case == "stein_weights":
     seconds = timed(lambda: steindiag.stein_weights(x, score=-x))
 elif case == "stein_thin":
     x = rng.standard_normal((4, 12_500, 10))
-    seconds = timed(lambda: steindiag.stein_thin(x, score=-x, n_points=500,
-                                                 missing_mass=False))
+    seconds = timed(lambda: steindiag.stein_thin(x, score=-x, n_selected=500,
+                                                 mode_search=False))
 elif case == "vector_sums":
     x = rng.standard_normal((20_000, 10))
     seconds = timed(lambda: svgd.kernel_vector_sums(x, -x, np.ones(10), kind=svgd.IMQ))

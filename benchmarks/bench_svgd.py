@@ -106,21 +106,21 @@ def tuning(args):
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
     cases = tuning_cases()
-    grid = [dict(kernel=kernel, step_size=step, step_decay=decay)
+    grid = [dict(svgd_kernel=kernel, step_size=step, step_decay=decay)
             for kernel in ("rbf", "imq") for step in (0.003, 0.01, 0.03)
             for decay in (None, 10.0)]
     if args.grid == "short":
-        grid = [dict(kernel="rbf", step_size=0.01, step_decay=None),
-                dict(kernel="imq", step_size=0.01, step_decay=10.0),
-                dict(kernel="imq", step_size=0.003, step_decay=10.0),
-                dict(kernel="imq", step_size=0.03, step_decay=10.0)]
+        grid = [dict(svgd_kernel="rbf", step_size=0.01, step_decay=None),
+                dict(svgd_kernel="imq", step_size=0.01, step_decay=10.0),
+                dict(svgd_kernel="imq", step_size=0.003, step_decay=10.0),
+                dict(svgd_kernel="imq", step_size=0.03, step_decay=10.0)]
     if args.grid == "defaults":
         grid = [{}]
     if args.configs:
         grid = []
         for spec in args.configs.split(","):
             kernel, step, decay = spec.split(":")
-            grid.append(dict(kernel=kernel, step_size=float(step),
+            grid.append(dict(svgd_kernel=kernel, step_size=float(step),
                              step_decay=None if decay == "none" else float(decay)))
     if args.case != "both":
         cases = {name: case for name, case in cases.items() if name.startswith(args.case)}

@@ -27,7 +27,7 @@ CmdStan's ``theta.1`` names, adaptation block, timing) and read back with
   stored constrained draws mapped to Stan's unconstrained space by hand (normal: mu,
   log sigma) and by BridgeStan's param_constrain (round trip); scores against the closed
   form (normal) and against pystan's own ``grad_log_prob`` path (read_input(fit, posterior));
-* ksd, diagnose(rng=0), stein_thin(n_points=20) on both sources: equal.
+* ksd, diagnose(rng=0), stein_thin(n_selected=20) on both sources: equal.
 """
 
 import argparse
@@ -297,16 +297,16 @@ def compare(name, lib, folder):
     print(f"  diagnose: {len(diffs)} variables; verdict {verdict}")
     check("diagnose(rng=0): every variable, BridgeStan vs pystan (max abs)", max(diffs), 1e-8)
 
-    t_bs = steindiag.stein_thin(csfit, model, n_points=20, return_info=True)
-    t_ps = steindiag.stein_thin(fit, posterior, n_points=20, return_info=True)
-    check_true("stein_thin(n_points=20): same indices", np.array_equal(t_bs.index, t_ps.index),
+    t_bs = steindiag.stein_thin(csfit, model, n_selected=20, return_info=True)
+    t_ps = steindiag.stein_thin(fit, posterior, n_selected=20, return_info=True)
+    check_true("stein_thin(n_selected=20): same indices", np.array_equal(t_bs.index, t_ps.index),
                str(t_bs.index.tolist()))
     check("stein_thin ksd: BridgeStan vs pystan (abs)", abs(t_bs.ksd - t_ps.ksd), 1e-10)
     if name == "normal":
         # log p and score at new points (the model, not the draws)
-        r_bs = steindiag.stein_thin(csfit, model, n_points=10, regularized=True,
+        r_bs = steindiag.stein_thin(csfit, model, n_selected=10, regularized=True,
                                     return_info=True)
-        r_ps = steindiag.stein_thin(fit, posterior, n_points=10, regularized=True,
+        r_ps = steindiag.stein_thin(fit, posterior, n_selected=10, regularized=True,
                                     return_info=True)
         check_true("stein_thin(regularized=True): same indices",
                    np.array_equal(r_bs.index, r_ps.index), str(r_bs.index.tolist()))

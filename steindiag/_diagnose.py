@@ -11,8 +11,8 @@ when log p is available) -> ``stats.verdict`` (the decision rules) ->
 import numpy as np
 
 from steindiag._docs import fill_doc
-from steindiag._validate import (check_bool, check_callable, check_choice, check_int,
-                                 check_probability, check_rng)
+from steindiag._validate import (check_callable, check_choice, check_int, check_probability,
+                                 check_rng, renamed_arguments)
 from steindiag.engine.dask import resolve_backend
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
@@ -20,7 +20,8 @@ from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.methods import evidence as pieces
 from steindiag.methods.ksd import ksd_values, stein_sums
-from steindiag.methods.search import run_search
+from steindiag.methods.corrections import MODE_SEARCH_OPTIONS, MODE_SEARCH_TAKES
+from steindiag.methods.search import NO_LOG_DENSITY, run_search
 from steindiag.outputs.diagnosis import Diagnosis, diagnosis_attrs, diagnosis_dataset
 from steindiag.stats import verdict as rules
 
@@ -30,7 +31,7 @@ _ESTIMATORS = ("auto", "exact", "nystrom")
 
 
 def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks,
-                 missing_mass, rng):
+                 mode_search, rng):
     alpha = check_probability(alpha, "alpha")
     n_bootstrap = check_int(n_bootstrap, "n_bootstrap", minimum=1, allow_none=True)
     n_permutations = check_int(n_permutations, "n_permutations", minimum=1, allow_none=True)
@@ -39,8 +40,8 @@ def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_l
     check_choice(estimator, "estimator", _ESTIMATORS)
     if n_landmarks is not None and estimator != "nystrom":
         raise ValueError("n_landmarks applies only with estimator='nystrom'.")
-    check_bool(missing_mass, "missing_mass")
-    return alpha, n_bootstrap, n_permutations, check_rng(rng)
+    mode_search = check_choice(mode_search, "mode_search", MODE_SEARCH_OPTIONS)
+    return alpha, n_bootstrap, n_permutations, mode_search, check_rng(rng)
 
 
 def _per_chain(tests, values, n_draw, ensemble):
@@ -56,8 +57,9 @@ def _per_chain(tests, values, n_draw, ensemble):
 
 
 @fill_doc
+@renamed_arguments(missing_mass=("mode_search", MODE_SEARCH_TAKES))
 def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=0.05,
-             n_bootstrap=None, n_permutations=None, missing_mass=True, batched=True,
+             n_bootstrap=None, n_permutations=None, mode_search="auto", batched=True,
              kernel="imq", c=None, beta=None, preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
              estimator="auto", n_landmarks=None, client=None, compile_mode=None,
@@ -66,18 +68,9 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
 
     Parameters
     ----------
-    {data}
-    {model}
-    {compile_mode}
-    {score}
-    {batched}
-    {kernel}
-    {c}
-    {beta}
-    {preconditioner}
-    {group}
-    {selection}
-    {sample_dims}
+    {input_entries}
+    {kernel_entries}
+    {trace_entries}
     {space}
     {client}
     log_density : callable, optional
@@ -104,9 +97,10 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     n_permutations : int, optional
         Relabellings of the MMD test of agreement between chains (``mmd`` with
         ``test="all"``); default and limits as for ``n_bootstrap``.
-    missing_mass : bool, default True
-        Search for unvisited modes when log p is available (it costs optimiser runs: a
-        few thousand log p and score evaluations at single points).
+    mode_search : {"auto", True, False}, default "auto"
+        Search for modes the chains never visited: ``"auto"`` when log p is available,
+        ``True`` always (an error without log p), ``False`` never. It costs optimiser
+        runs: a few thousand log p and score evaluations at single points.
     estimator : {"auto", "exact", "nystrom"}, default "auto"
         KSD estimator of the test (see :func:`ksd_test`). "auto": the exact pass unless its
         estimated cost, about N^2 (8 d + 20 + n_bootstrap) floating-point operations for
@@ -239,8 +233,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     >>> str(steindiag.diagnose(y, score=-y, rng=1)["verdict_pooled"].values)
     'does not fit'
     """
-    alpha, n_bootstrap, n_permutations, rng = _diagnose_iv(
-        alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks, missing_mass,
+    alpha, n_bootstrap, n_permutations, mode_search, rng = _diagnose_iv(
+        alpha, n_bootstrap, n_permutations, log_density, estimator, n_landmarks, mode_search,
         rng)
     check_progress(progress)
     kernel = make_kernel(kernel, c, beta)
@@ -251,7 +245,9 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                          space=space, compile_mode=compile_mode, log_density=log_density)
     n_chain, n_draw, d = pending.draws.shape
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
-    search_possible = missing_mass and pending.source.has_log_density()
+    search_possible = mode_search is not False and pending.source.has_log_density()
+    if mode_search is True and not search_possible:
+        raise ValueError(f"diagnose: mode_search=True needs log p at new points; {NO_LOG_DENSITY}.")
     n_tests = rules.n_tests(1 if pending.ensemble else n_chain, search_possible)
     level = alpha / n_tests
     n_bootstrap = pieces.replicates(n_bootstrap, "n_bootstrap", level, alpha, n_tests)
@@ -271,14 +267,14 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                                    progress=progress, backend=backend,
                                    **estimator_options)[0], n_draw)
     found = pending.sampler_warnings()
-    search, not_run = None, "missing_mass=False"
-    if missing_mass:
+    search, not_run = None, "mode_search=False"
+    if mode_search is not False:
         try:
             search, not_run = run_search(prepared, pending.source, kernel, pre, level, rng)
         except ValueError as err:
             raise ValueError(
-                f"diagnose: the search for unvisited mass (missing_mass=True) failed: {err} "
-                "Pass missing_mass=False to diagnose without it.") from err
+                f"diagnose: the search for unvisited mass failed: {err} Pass "
+                "mode_search=False to diagnose without it.") from err
 
     evidence = pieces.collect(tests, agreement, n_draw=n_draw,
                               stuck=pieces.stuck_chains(prepared.draws),

@@ -158,8 +158,8 @@ PARAMETERS = {
         ``MCMC``) when one is given. With no ``score``: a JAX-traceable log p of one
         position (the flat (d,) vector, or a pytree like the positions), whose
         ``jax.grad`` is the score.""",
-    "missing_mass_checks": """\
-    missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
+    "mode_search_checks": """\
+    mode_search : {"auto", True, False} or a missing-mass search result, default "auto"
         Whether to look for mass the chains never visited (a mode, a region behind
         divergences). ``"auto"``: search when log p can be evaluated at new points
         (``log_density=`` or a PyMC model) and the score too (a callable or a model);
@@ -173,6 +173,16 @@ PARAMETERS = {
     rng : numpy.random.Generator or int, optional
         Randomness of the missing-mass search (None: fresh entropy).""",
 }
+
+
+# Groups of entries that every function reading draws documents in this order.
+GROUPS = {
+    "input_entries": ("data", "model", "compile_mode", "score", "batched"),
+    "kernel_entries": ("kernel", "c", "beta", "preconditioner"),
+    "trace_entries": ("group", "selection", "sample_dims"),
+}
+PARAMETERS.update({name: "\n".join(PARAMETERS[key] for key in keys)
+                   for name, keys in GROUPS.items()})
 
 
 def fill_doc(function):

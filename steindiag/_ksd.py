@@ -50,18 +50,9 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
 
     Parameters
     ----------
-    {data}
-    {model}
-    {compile_mode}
-    {score}
-    {batched}
-    {kernel}
-    {c}
-    {beta}
-    {preconditioner}
-    {group}
-    {selection}
-    {sample_dims}
+    {input_entries}
+    {kernel_entries}
+    {trace_entries}
     {method}
     {progress}
     {space}
@@ -140,18 +131,9 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
 
     Parameters
     ----------
-    {data}
-    {model}
-    {compile_mode}
-    {score}
-    {batched}
-    {kernel}
-    {c}
-    {beta}
-    {preconditioner}
-    {group}
-    {selection}
-    {sample_dims}
+    {input_entries}
+    {kernel_entries}
+    {trace_entries}
     {method}
     {progress}
     {space}

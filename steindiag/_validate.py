@@ -3,6 +3,7 @@
 Every message names the argument, what is allowed and what was received.
 """
 
+import functools
 import numbers
 import os
 import sys
@@ -25,6 +26,7 @@ __all__ = [
     "check_probability",
     "check_callable",
     "check_rng",
+    "renamed_arguments",
 ]
 
 
@@ -317,3 +319,21 @@ def check_rng(rng):
             "rng must be None, a non-negative integer seed, a numpy.random.Generator or a "
             f"SeedSequence; got {type(rng).__name__}."
         ) from err
+
+
+def renamed_arguments(**renames):
+    """Decorator: a call with an argument's old name raises a TypeError naming the new one.
+
+    ``renames`` maps each old name to (new name, what the new one takes); steindiag is
+    pre-1.0, so a renamed argument is an error, never silently taken.
+    """
+    def decorate(function):
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            for old, (new, takes) in renames.items():
+                if old in kwargs:
+                    raise TypeError(f"{function.__name__}: {old}= was renamed {new}= "
+                                    f"({takes}); got {old}={kwargs[old]!r}.")
+            return function(*args, **kwargs)
+        return call
+    return decorate

@@ -47,18 +47,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
 
     Parameters
     ----------
-    {data}
-    {model}
-    {compile_mode}
-    {score}
-    {batched}
-    {kernel}
-    {c}
-    {beta}
-    {preconditioner}
-    {group}
-    {selection}
-    {sample_dims}
+    {input_entries}
+    {kernel_entries}
+    {trace_entries}
     {space}
     {client}
     {estimator}

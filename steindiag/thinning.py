@@ -9,22 +9,22 @@ the input's own type).
 
 import numpy as np
 
-from steindiag._validate import check_bool, check_int, check_real, check_rng
+from steindiag._containers import array_sample_dims
+from steindiag._validate import check_bool, check_int, check_real, check_rng, renamed_arguments
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import check_log_density, read_input
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.methods.corrections import check_correction, check_missing_mass_option
+from steindiag.methods.corrections import MODE_SEARCH_TAKES, check_correction, check_mode_search
 from steindiag.methods.thinning import stein_thinning
 from steindiag.outputs.thinning import (SteinThinning, thinned_array, thinned_container,
                                         thinning_attrs)
-from steindiag._containers import array_sample_dims
 
 __all__ = ["stein_thin", "SteinThinning"]
 
 
-def _thin_iv(n_points, regularized, strength, log_density, return_info):
-    check_int(n_points, "n_points", minimum=1)
+def _thin_iv(n_selected, regularized, strength, log_density, return_info):
+    check_int(n_selected, "n_selected", minimum=1)
     check_bool(regularized, "regularized")
     check_bool(return_info, "return_info")
     check_real(strength, "strength", low=0.0, allow_none=True)
@@ -58,12 +58,14 @@ def _regularized_sources_iv(source, n_chain, n_draw):
     check_log_density(source.log_density, n_chain, n_draw)
 
 
-def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="imq", c=None,
+@renamed_arguments(n_points=("n_selected", "the number of draws to select"),
+                   missing_mass=("mode_search", MODE_SEARCH_TAKES))
+def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel="imq", c=None,
                beta=None, preconditioner="standardize", group="posterior", var_names=None,
                coords=None, sample_dims=None, space=None, regularized=False, log_density=None,
-               strength=None, return_info=False, missing_mass="auto", rng=None,
+               strength=None, return_info=False, mode_search="auto", rng=None,
                compile_mode=None, progress=None):
-    """Select ``n_points`` draws that greedily minimise the KSD (Stein thinning).
+    """Select ``n_selected`` draws that greedily minimise the KSD (Stein thinning).
 
     Parameters
     ----------
@@ -75,8 +77,8 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     compile_mode : str or pytensor.compile.mode.Mode, optional
         With ``model``: the PyTensor mode of the model's graphs (as in
         :func:`steindiag.ksd`).
-    n_points : int
-        Number of points to select, 1 <= n_points <= number of draws (chains pooled).
+    n_selected : int
+        Number of points to select, 1 <= n_selected <= number of draws (chains pooled).
         Points may be selected more than once.
     score : array_like or callable, optional
         grad log p at each draw instead of ``model`` (as in :func:`steindiag.ksd`).
@@ -86,7 +88,7 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     kernel, c, beta, preconditioner, group, var_names, coords, sample_dims, space
         As in :func:`steindiag.ksd` (default: the IMQ kernel, c = 1, beta = -1/2); the
         preconditioner is fixed once from all pooled draws. An array's result is
-        (1, n_points, d) if it has a chain axis, else (n_points, d), or (n_points,)
+        (1, n_selected, d) if it has a chain axis, else (n_selected, d), or (n_selected,)
         for a 1-D array.
     regularized : bool, default False
         Use the regularised rule of Benard, Staber & Da Veiga (2023).
@@ -95,16 +97,16 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
         the flat parameter vector ((n, d) -> (n,) if ``batched``), or an array of shape
         (chain, draw). Default: from ``model`` (``model.logp(jacobian=True)``, or a
         numpyro ``MCMC``'s potential energy). A callable is also what the missing-mass
-        search evaluates (see ``missing_mass``), with or without ``regularized``. With no
+        search evaluates (see ``mode_search``), with or without ``regularized``. With no
         ``score``: a JAX-traceable log p of one position (the flat (d,) vector, or a
         pytree like the positions), whose ``jax.grad`` is the score.
     strength : float, optional
-        lambda >= 0 of the entropic term -lambda t log p(x_i); default 1 / n_points
+        lambda >= 0 of the entropic term -lambda t log p(x_i); default 1 / n_selected
         (Benard et al. 2023). Larger values pull the selection to high-density regions.
     return_info : bool, default False
         Return a :class:`SteinThinning` (thinned data, indices, KSD path) instead of
         the thinned data alone.
-    missing_mass : {"auto", True, False} or a missing-mass search result, default "auto"
+    mode_search : {"auto", True, False} or a missing-mass search result, default "auto"
         Whether to look for mass the chains never visited, as in
         :func:`steindiag.stein_weights` (``"auto"``: when log p and the score can be
         evaluated at new points, i.e. a PyMC model or callables).
@@ -121,12 +123,12 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     Same type as ``data`` (or :class:`SteinThinning` if ``return_info``)
         A trace (InferenceData, DataTree or Dataset) keeps every group; groups with
         both sample dims hold the selected draws as one chain (``chain = [0]``,
-        ``draw = 0 .. n_points - 1``) with coordinates ``source_chain`` and
+        ``draw = 0 .. n_selected - 1``) with coordinates ``source_chain`` and
         ``source_draw`` (dim ``draw``) naming where each came from; the ``group``'s
         attrs add ``stein_thinning_ksd`` and the kernel and thinning settings. A
         DataArray gives a DataArray of the selected draws in the same form. An
-        array returns an array of the selected draws, shape (1, n_points, d) for a
-        (chain, draw, d) input and (n_points, d) for a (draw, d) input.
+        array returns an array of the selected draws, shape (1, n_selected, d) for a
+        (chain, draw, d) input and (n_selected, d) for a (draw, d) input.
 
         The selected points are a set, not a Markov chain: they are laid out as one
         "chain" so that every tool can read them, but R-hat, ESS and MCSE assume a
@@ -148,21 +150,23 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     Raises
     ------
     ValueError
-        ``n_points`` <= 0 or larger than the number of draws; ``regularized=True``
+        ``n_selected`` <= 0 or larger than the number of draws; ``regularized=True``
         without log p or without a score function.
 
     Notes
     -----
     Thinning selects among the draws: like weights, it cannot put mass where the
     sampler never went. On centred eight schools (4 x 1000 NUTS draws with
-    divergences; benchmarks/bench_corrections.py) {eight_schools}
+    divergences; benchmarks/bench_corrections.py) 200 thinned points hold no draw with tau <
+    1 (truth: P(tau < 1) = 0.20; the draws: 0.05) and have mean tau 8.3 (regularised: 6.4)
+    against 3.6 in a long non-centred run and 4.1 in the draws.
 
     Riabiz et al. (2022): pi_1 = argmin_i k_p(x_i, x_i) and
 
         pi_t = argmin_i [ k_p(x_i, x_i) + 2 sum_(j<t) k_p(x_(pi_j), x_i) ],
 
     i.e. each step adds the draw that most decreases the KSD of the selected set.
-    Running sums make it O(N n_points) kernel evaluations and O(N) memory.
+    Running sums make it O(N n_selected) kernel evaluations and O(N) memory.
     Ties go to the first draw in (chain, draw) order.
 
     Regularised (Benard et al. 2023), against the known pathology (plain thinning
@@ -189,15 +193,15 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
     --------
     >>> import numpy as np, steindiag
     >>> x = np.random.default_rng(0).standard_normal((2, 500, 2))
-    >>> steindiag.stein_thin(x, score=-x, n_points=20).shape
+    >>> steindiag.stein_thin(x, score=-x, n_selected=20).shape
     (1, 20, 2)
-    >>> info = steindiag.stein_thin(x, score=-x, n_points=20, return_info=True)
+    >>> info = steindiag.stein_thin(x, score=-x, n_selected=20, return_info=True)
     >>> info.ksd_path.shape, bool(info.ksd > 0)
     ((20,), True)
     """
     kernel = make_kernel(kernel, c, beta)
-    _thin_iv(n_points, regularized, strength, log_density, return_info)
-    check_missing_mass_option(missing_mass)
+    _thin_iv(n_selected, regularized, strength, log_density, return_info)
+    check_mode_search(mode_search)
     rng = check_rng(rng)
     check_progress(progress)
     check_preconditioner(preconditioner)
@@ -207,10 +211,10 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
         log_density=log_density,
     )
     n_chain, n_draw, d = pending.draws.shape
-    if n_points > n_chain * n_draw:
+    if n_selected > n_chain * n_draw:
         raise ValueError(
-            f"n_points must be at most the number of draws ({n_chain} chains x {n_draw} "
-            f"draws = {n_chain * n_draw}); got n_points={n_points}.")
+            f"n_selected must be at most the number of draws ({n_chain} chains x {n_draw} "
+            f"draws = {n_chain * n_draw}); got n_selected={n_selected}.")
     if regularized:
         _regularized_sources_iv(pending.source, n_chain, n_draw)
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
@@ -221,11 +225,11 @@ def stein_thin(data, model=None, *, n_points, score=None, batched=True, kernel="
                                                   prepared.draw).reshape(-1)
         score_fn = pending.source.score_function()
     selected, ksd_path, selected_points, settings = stein_thinning(
-        prepared, pre, kernel, n_points, regularized=regularized, strength=strength,
+        prepared, pre, kernel, n_selected, regularized=regularized, strength=strength,
         log_p=log_p, score_fn=score_fn, progress=progress)
     checks = check_correction(
         pending=pending, prepared=prepared, kernel=kernel, preconditioner=pre,
-        missing_mass=missing_mass, rng=rng,
+        mode_search=mode_search, rng=rng,
         ksd_checks=[(selected_points, float(ksd_path[-1]), "thinned points'")])
     attrs = thinning_attrs(settings, checks, ksd_path[-1], prepared, pre, kernel)
     chain_pos, draw_pos = np.divmod(selected, n_draw)

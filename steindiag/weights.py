@@ -17,14 +17,14 @@ import numpy as np
 from steindiag._docs import fill_doc
 from steindiag._types import CorrectionWarning
 from steindiag._validate import (check_bool, check_callable, check_choice, check_int,
-                                 check_real, check_rng, warn_user)
+                                 check_real, check_rng, renamed_arguments, warn_user)
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
 from steindiag.inputs._columns import read_columns, read_weights
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.methods.corrections import (check_correction, check_missing_mass_option,
-                                           summary_reasons)
+from steindiag.methods.corrections import (MODE_SEARCH_TAKES, check_correction,
+                                           check_mode_search, summary_reasons)
 from steindiag.methods.weights import METHODS, SteinWeightsError, optimal_weights
 from steindiag.outputs.weights import interval_defaults, summary_frame, weights_dataarray
 from steindiag.stats.weighted import weighted_summary as weighted_statistics
@@ -45,27 +45,19 @@ def _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress, log_de
 
 
 @fill_doc
+@renamed_arguments(missing_mass=("mode_search", MODE_SEARCH_TAKES))
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
                   max_iter=None, memory_limit=None, progress=None, space=None,
-                  log_density=None, missing_mass="auto", rng=None, compile_mode=None):
+                  log_density=None, mode_search="auto", rng=None, compile_mode=None):
     """Weights on the draws that minimise the kernel Stein discrepancy.
 
     Parameters
     ----------
-    {data}
-    {model}
-    {compile_mode}
-    {score}
-    {batched}
-    {kernel}
-    {c}
-    {beta}
-    {preconditioner}
-    {group}
-    {selection}
-    {sample_dims}
+    {input_entries}
+    {kernel_entries}
+    {trace_entries}
     {space}
     method : {"auto", "active-set", "blocks", "frank-wolfe", "dense"}, default "auto"
         ``"active-set"``: exact (Lawson-Hanson on an equivalent non-negative least
@@ -122,7 +114,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         and the exact active-set solver (``method="active-set"``, and each block of
         ``"blocks"``) between blocks of points (it runs in a worker thread).
     {log_density_checks}
-    {missing_mass_checks}
+    {mode_search_checks}
     {rng_checks}
 
     Returns
@@ -181,7 +173,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     behind divergences, a mode never found) the weighted estimate can move further from
     the truth while the weighted KSD falls below its floor. Centred eight schools (4 x
     1000 NUTS draws with divergences; benchmarks/bench_corrections.py): weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the truth while their own KSD said the fit improved.
-    Hence the checks and their warnings (see ``missing_mass``).
+    Hence the checks and their warnings (see ``mode_search``).
 
     "Far above the floor": for N exact independent draws of p the squared KSD has mean
     floor^2 = mean_i k_p(x_i, x_i) / N and a variance that follows from E k_p(x, y)^2
@@ -250,7 +242,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     """
     kernel = make_kernel(kernel, c, beta)
     tol = _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress, log_density)
-    check_missing_mass_option(missing_mass)
+    check_mode_search(mode_search)
     rng = check_rng(rng)
     check_preconditioner(preconditioner)
     pending = read_input(
@@ -266,7 +258,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         memory_limit=memory_limit, progress=progress)
     checks = check_correction(
         pending=pending, prepared=prepared, kernel=kernel, preconditioner=pre,
-        missing_mass=missing_mass, rng=rng,
+        mode_search=mode_search, rng=rng,
         ksd_checks=[(p, float(np.sqrt(max(s.ksd2, 0.0))), "weighted")
                     for p, s in zip(points, solutions)])
     checks.warn("stein_weights")

@@ -77,20 +77,20 @@ CASES = {
     "stein_thin": dict(
         label="stein_thin (N = 100,000, d = 10, 3000 points: greedy steps)",
         setup=("x = rng.standard_normal((4, 25_000, 10))\n"
-               "small = x[:, :60]\nsteindiag.stein_thin(small, score=-small, n_points=5, "
-               "missing_mass=False)"),
+               "small = x[:, :60]\nsteindiag.stein_thin(small, score=-small, n_selected=5, "
+               "mode_search=False)"),
         patch=("import steindiag.methods.thinning as module\n"
                "module.products.greedy_thinning = marked(module.products.greedy_thinning)"),
-        call=("steindiag.stein_thin(x, score=-x, n_points=3000, missing_mass=False, "
+        call=("steindiag.stein_thin(x, score=-x, n_selected=3000, mode_search=False, "
               "**quiet(steindiag.stein_thin))")),
     "diagnose": dict(
         label="diagnose (4 x 3000, d = 5: KSD tests first)",
         setup=("x = 1.15 * rng.standard_normal((4, 3000, 5))\n"
                "small = x[:, :200]\nsteindiag.diagnose(small, score=-small, rng=1, "
-               "missing_mass=False)"),
+               "mode_search=False)"),
         patch=("import steindiag.methods.ksd_test as module\n"
                "module.quadratic_forms = marked(module.quadratic_forms)"),
-        call=("steindiag.diagnose(x, score=-x, rng=1, missing_mass=False, "
+        call=("steindiag.diagnose(x, score=-x, rng=1, mode_search=False, "
               "**quiet(steindiag.diagnose))")),
 }
 

@@ -117,7 +117,7 @@ def test_compile_mode_without_model():
     with pytest.raises(TypeError, match="compile_mode .* needs model="):
         steindiag.mmd(x, compile_mode="NUMBA")
     with pytest.raises(TypeError, match="compile_mode .* needs model="):
-        steindiag.stein_thin(x, score=-x, n_points=5, compile_mode="NUMBA")
+        steindiag.stein_thin(x, score=-x, n_selected=5, compile_mode="NUMBA")
     with pytest.raises(TypeError, match="compile_mode .* needs model="):
         steindiag.stein_variational(x, score=lambda z: -z, n_steps=1, compile_mode="NUMBA")
 
@@ -338,7 +338,7 @@ def with_model(lkj_model, lkj_trace):
             "ksd_test": steindiag.ksd_test(lkj_trace, lkj_model, n_bootstrap=50, rng=1, **kw),
             "mmd": steindiag.mmd(lkj_trace, model=lkj_model, **kw),
             "stein_weights": steindiag.stein_weights(lkj_trace, lkj_model, **kw),
-            "stein_thin": steindiag.stein_thin(lkj_trace, lkj_model, n_points=10,
+            "stein_thin": steindiag.stein_thin(lkj_trace, lkj_model, n_selected=10,
                                                return_info=True, **kw),
         }
 
@@ -352,7 +352,7 @@ def test_stored_scores_give_model_numbers(scored, with_model, no_model_evaluatio
         test = steindiag.ksd_test(scored, n_bootstrap=50, rng=1)
         mmd = steindiag.mmd(scored)
         weights = steindiag.stein_weights(scored)
-        thin = steindiag.stein_thin(scored, n_points=10, return_info=True)
+        thin = steindiag.stein_thin(scored, n_selected=10, return_info=True)
     for name in ("ksd", "ksd_pooled", "ksd_iid", "ksd2_u"):
         _close(ksd[name], with_model["ksd"][name])
     _close(path["ksd"], with_model["ksd_path"]["ksd"])

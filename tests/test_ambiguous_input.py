@@ -89,13 +89,13 @@ def test_more_chains_than_draws_warns_and_draw_chain_layout_is_exact():
 
 def test_stein_thin_follows_the_array_layout():
     x, s = _normal_draws(np.random.default_rng(6), 3, 60, 2)
-    plain = steindiag.stein_thin(x, score=s, n_points=10)
+    plain = steindiag.stein_thin(x, score=s, n_selected=10)
     swapped = steindiag.stein_thin(np.swapaxes(x, 0, 1), score=np.swapaxes(s, 0, 1),
-                                   n_points=10, sample_dims=("draw", "chain"))
+                                   n_selected=10, sample_dims=("draw", "chain"))
     # Truth: the same draws selected from the (chain, draw, d) layout.
     np.testing.assert_array_equal(swapped, plain)
     assert plain.shape == (1, 10, 2)
-    one = steindiag.stein_thin(x[0, :, 0], score=s[0, :, 0], n_points=5, sample_dims="draw")
+    one = steindiag.stein_thin(x[0, :, 0], score=s[0, :, 0], n_selected=5, sample_dims="draw")
     assert one.shape == (5,) and set(one) <= set(x[0, :, 0])
 
 

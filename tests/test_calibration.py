@@ -89,7 +89,7 @@ def test_diagnose_valid_chains_fit_and_are_decided():
     for rep in range(reps):
         rng = np.random.default_rng([14, rep])
         chains = ar1_chains(4, 1000, 2, 0.8, rng=rng)  # tau = 9
-        res = steindiag.diagnose(chains.draws, score=chains.score, missing_mass=False,
+        res = steindiag.diagnose(chains.draws, score=chains.score, mode_search=False,
                                  rng=rng)
         verdicts.append(res["verdict_pooled"].item())
         # Truth: the report never contradicts the verdict it prints.
@@ -112,7 +112,7 @@ def test_diagnose_calls_biased_langevin_biased():
     for rep in range(5):
         rng = np.random.default_rng([15, rep])
         chains = ula_chains(target, 4, 500, step=0.5, rng=rng, burn_in=200)
-        res = steindiag.diagnose(chains.draws, score=target.score, missing_mass=False,
+        res = steindiag.diagnose(chains.draws, score=target.score, mode_search=False,
                                  rng=rng)
         misses += res["verdict_pooled"].item() != "does not fit"
     # Truth: ULA's stationary law is wider than p (its covariance solves a Lyapunov
@@ -126,7 +126,7 @@ def test_diagnose_stuck_chain_does_not_fit():
     draws[2] = draws[2, 0]  # one chain never moves
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = steindiag.diagnose(draws, score=-draws, missing_mass=False, rng=1)
+        res = steindiag.diagnose(draws, score=-draws, mode_search=False, rng=1)
     # Truth: a chain whose draws are all one point is not a sample of N(0, I).
     assert res["verdict_pooled"].item() == "does not fit"
     assert res["verdict"].values[2] == "does not fit" and bool(res["stuck"].values[2])
@@ -135,7 +135,7 @@ def test_diagnose_stuck_chain_does_not_fit():
 def test_many_chains_cost_stays_linear():
     rng = np.random.default_rng(17)
     chains = ar1_chains(200, 60, 2, 0.5, rng=rng)
-    res = steindiag.diagnose(chains.draws, score=-chains.draws, missing_mass=False, rng=1)
+    res = steindiag.diagnose(chains.draws, score=-chains.draws, mode_search=False, rng=1)
     # Truth: the number of tests does not grow with the chains (it was C + 1 + C (C-1) / 2,
     # 20,301 here), so the replicates stay at the default 1000.
     assert res.attrs["n_tests"] == 3 and res.attrs["n_bootstrap"] == 1000
@@ -146,7 +146,7 @@ def test_tiny_alpha_is_a_clear_error():
     x = np.random.default_rng(18).standard_normal((4, 100, 2))
     # Truth: p-values at 1e-9 / 4 cannot be resolved by resampling (4e9 replicates).
     with pytest.raises(ValueError, match="alpha=1e-09 is too small"):
-        steindiag.diagnose(x, score=-x, alpha=1e-9, missing_mass=False)
+        steindiag.diagnose(x, score=-x, alpha=1e-9, mode_search=False)
 
 
 def test_power_statement_matches_the_rejection_rate():
@@ -157,7 +157,7 @@ def test_power_statement_matches_the_rejection_rate():
         rng = np.random.default_rng([19, rep])
         draws = rng.standard_normal((4, n // 4, d))
         draws[..., 0] += delta
-        res = steindiag.diagnose(draws, score=-draws, missing_mass=False, rng=rng)
+        res = steindiag.diagnose(draws, score=-draws, mode_search=False, rng=rng)
         rejected += res["pvalue_pooled"].item() <= res.attrs["test_level"]
     # Truth by construction: independent draws of N(delta e_1, I) tested against N(0, I),
     # delta the shift the report says is detected 80 % of the time with n effective draws.

@@ -63,7 +63,7 @@ def test_divergences_warned_and_recorded(exact_draws):
     with pytest.warns(CorrectionWarning, match="divergent"):
         steindiag.weighted_summary(tree, w)
     with pytest.warns(CorrectionWarning, match="divergent"):
-        info = steindiag.stein_thin(tree, score=-exact_draws, n_points=10, return_info=True)
+        info = steindiag.stein_thin(tree, score=-exact_draws, n_selected=10, return_info=True)
     assert info.attrs["stein_thinning_sampler_divergences"] == 3
     assert info.thinned.posterior.attrs["stein_thinning_sampler_divergences"] == 3
 
@@ -74,7 +74,7 @@ def test_no_warning_without_a_cause(exact_draws):
         warnings.simplefilter("error", CorrectionWarning)
         w = steindiag.stein_weights(tree, score=-exact_draws)
         steindiag.weighted_summary(tree, w)
-        steindiag.stein_thin(tree, score=-exact_draws, n_points=10)
+        steindiag.stein_thin(tree, score=-exact_draws, n_selected=10)
     # Truth: no divergences written, exact draws of the target (scores -x).
     assert w.attrs["correction_warnings"] == "" and w.attrs["sampler_divergences"] == 0
     assert w.attrs["missing_mass"] == "not searched"
@@ -94,7 +94,7 @@ def test_draws_where_the_target_has_no_mass_are_far_above_the_floor():
     # For thinning the level is that of as many exact draws as points selected (50 here;
     # with very few points the null is too wide to tell).
     with pytest.warns(CorrectionWarning, match="far above"):
-        steindiag.stein_thin(y, score=-y, n_points=50)
+        steindiag.stein_thin(y, score=-y, n_selected=50)
 
 
 def test_far_threshold_is_exceeded_by_exact_draws_at_most_one_percent():
@@ -136,7 +136,7 @@ def test_a_given_missing_mass_result_is_warned(exact_draws):
     found = types.SimpleNamespace(found=True, summary="a mode at x=(4, 4) was never visited",
                                   method="mode search", pvalue=0.001, n_log_density=10)
     with pytest.warns(CorrectionWarning, match="never visited"):
-        w = steindiag.stein_weights(exact_draws, score=-exact_draws, missing_mass=found)
+        w = steindiag.stein_weights(exact_draws, score=-exact_draws, mode_search=found)
     assert w.attrs["missing_mass"] == "found"
     with pytest.warns(CorrectionWarning, match="never visited"):
         steindiag.weighted_summary(exact_draws, w)
@@ -165,7 +165,7 @@ def test_missing_mass_search_runs_with_a_log_density(exact_draws, monkeypatch):
     assert w.attrs["missing_mass_n_log_density"] == 123
     with pytest.warns(CorrectionWarning, match="mass near"):
         steindiag.stein_thin(exact_draws, score=lambda z: -z, log_density=log_density,
-                             n_points=5)
+                             n_selected=5)
     # No log density: "auto" does not search, and says why.
     w = steindiag.stein_weights(exact_draws, score=-exact_draws)
     assert w.attrs["missing_mass"] == "not searched"
@@ -173,12 +173,12 @@ def test_missing_mass_search_runs_with_a_log_density(exact_draws, monkeypatch):
 
 
 def test_missing_mass_argument_errors(exact_draws):
-    with pytest.raises(ValueError, match="missing_mass=True needs log p"):
-        steindiag.stein_weights(exact_draws, score=-exact_draws, missing_mass=True)
-    with pytest.raises(ValueError, match="missing_mass must be"):
-        steindiag.stein_weights(exact_draws, score=-exact_draws, missing_mass="yes")
-    with pytest.raises(TypeError, match="missing_mass must be"):
-        steindiag.stein_thin(exact_draws, score=-exact_draws, n_points=3, missing_mass=3)
+    with pytest.raises(ValueError, match="mode_search=True needs log p"):
+        steindiag.stein_weights(exact_draws, score=-exact_draws, mode_search=True)
+    with pytest.raises(ValueError, match="mode_search must be"):
+        steindiag.stein_weights(exact_draws, score=-exact_draws, mode_search="yes")
+    with pytest.raises(TypeError, match="mode_search must be"):
+        steindiag.stein_thin(exact_draws, score=-exact_draws, n_selected=3, mode_search=3)
     with pytest.raises(TypeError, match="log_density must be"):
         steindiag.stein_weights(exact_draws, score=-exact_draws, log_density=np.zeros(3))
 
@@ -190,7 +190,7 @@ def test_svgd_reports_and_warns_when_the_ksd_rises():
     x = np.random.default_rng(5).standard_normal((120, 2))
     # Truth: exact draws of the target with steps of 3 standard deviations: the particles
     # are thrown far from the target, so the KSD must rise at every step.
-    settings = dict(score=lambda z: -z, n_steps=5, step_size=3.0, kernel="rbf",
+    settings = dict(score=lambda z: -z, n_steps=5, step_size=3.0, svgd_kernel="rbf",
                     step_decay=None)
     with pytest.warns(CorrectionWarning, match="raised the KSD"):
         res = steindiag.stein_variational(x, keep="last", **settings)
@@ -221,7 +221,7 @@ def test_svgd_improving_does_not_warn():
 def test_result_reprs_are_short():
     x = np.random.default_rng(0).standard_normal((300, 2))
     svgd = steindiag.stein_variational(x, score=lambda z: -z, n_steps=3)
-    thin = steindiag.stein_thin(x, score=-x, n_points=12, return_info=True)
+    thin = steindiag.stein_thin(x, score=-x, n_selected=12, return_info=True)
     fit = steindiag.min_ksd_fit(x[:, :1] + 1.0, lambda z, theta: -(z - theta[0]), theta0=[0.0],
                                 linear=True)
     for result, words in ((svgd, ["SteinVariational", "300 particles", "KSD"]),
@@ -298,7 +298,7 @@ def test_weighted_hdi_follows_the_weights():
 def test_thinned_trace_is_one_set_of_points(exact_draws):
     az = pytest.importorskip("arviz")
     tree = _tree(exact_draws, np.zeros(exact_draws.shape[:2], dtype=bool))
-    thinned = steindiag.stein_thin(tree, score=-exact_draws, n_points=20)
+    thinned = steindiag.stein_thin(tree, score=-exact_draws, n_selected=20)
     note = thinned.posterior.attrs["stein_thinning_layout"]
     assert "not a Markov chain" in note
     with warnings.catch_warnings():
@@ -341,7 +341,7 @@ def test_weights_and_thinning_warn_on_divergent_centred_eight_schools(centred_ei
     with pytest.warns(CorrectionWarning, match="divergent|never visited"):
         steindiag.weighted_summary(trace, w)
     with pytest.warns(CorrectionWarning, match="divergent|never visited"):
-        steindiag.stein_thin(trace, model, n_points=50, rng=0)
+        steindiag.stein_thin(trace, model, n_selected=50, rng=0)
 
 
 def test_svgd_defaults_lower_the_ksd_on_centred_eight_schools(centred_eight_schools):

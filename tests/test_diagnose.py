@@ -172,7 +172,7 @@ def test_auto_chooses_nystrom_and_thinned_mmd_above_the_budgets(monkeypatch):
     # Budgets lowered (monkeypatch) so that 800 draws count as "too many" for the exact passes.
     monkeypatch.setattr(evidence, "EXACT_BUDGET_FLOPS", 1e6)
     monkeypatch.setattr(evidence, "MMD_BUDGET_PAIRS", 1e4)
-    res = steindiag.diagnose(x, score=-x, rng=0, missing_mass=False)
+    res = steindiag.diagnose(x, score=-x, rng=0, mode_search=False)
     # Truth: the documented rule - above the budget "auto" runs ksd_test with the Nystrom
     # estimator and thins the chains for MMD by ceil(N / sqrt(budget)) = ceil(800 / 100) = 8;
     # the report says both.
@@ -191,7 +191,7 @@ def test_nystrom_report_shows_the_ksd_of_ksd():
     # the same draws; the report's value is ksd's Nystrom estimate (within 5 % in KSD^2,
     # issue 22's criterion), not the square root of the test's statistic over N.
     x = np.random.default_rng(13).standard_normal((2, 400, 50)) + 0.3
-    res = steindiag.diagnose(x, score=-x, rng=0, missing_mass=False, estimator="nystrom")
+    res = steindiag.diagnose(x, score=-x, rng=0, mode_search=False, estimator="nystrom")
     exact = float(steindiag.ksd(x, score=-x)["ksd_pooled"])
     assert abs(float(res["ksd_pooled"]) ** 2 / exact**2 - 1) < 0.05
     test = steindiag.ksd_test(x, score=-x, rng=0, n_bootstrap=10, estimator="nystrom")
@@ -202,8 +202,8 @@ def test_accessor_diagnose_matches_function():
     x = np.random.default_rng(12).standard_normal((2, 200, 1))
     tree = xr.DataTree.from_dict({"posterior": xr.Dataset({"x": (("chain", "draw"), x[..., 0])})})
     # Truth: the accessor is documented as a one-line wrapper of steindiag.diagnose.
-    via_accessor = tree.stein.diagnose(score=lambda p: -p, rng=0, missing_mass=False)
-    via_function = steindiag.diagnose(tree, score=lambda p: -p, rng=0, missing_mass=False)
+    via_accessor = tree.stein.diagnose(score=lambda p: -p, rng=0, mode_search=False)
+    via_function = steindiag.diagnose(tree, score=lambda p: -p, rng=0, mode_search=False)
     xr.testing.assert_identical(via_accessor, via_function)
 
 
@@ -229,7 +229,8 @@ def test_sticky_chains_are_inconclusive_not_fits():
         ({"n_permutations": 2.5}, TypeError, "n_permutations"),
         ({"log_density": np.zeros(10)}, TypeError, "log_density must be None or a callable"),
         ({"estimator": "fast"}, ValueError, "estimator"),
-        ({"missing_mass": "yes"}, TypeError, "missing_mass"),
+        ({"missing_mass": False}, TypeError, "missing_mass= was renamed mode_search="),
+        ({"mode_search": "yes"}, ValueError, "mode_search"),
         ({"kernel": "cosine"}, ValueError, "kernel"),
         ({"preconditioner": "wide"}, ValueError, "preconditioner"),
         ({"rng": "seed"}, TypeError, "rng"),
@@ -363,7 +364,7 @@ def test_divergent_centred_nuts_is_not_fits(pm, centred):
     trace = _sample(pm, centred, seed=12, target_accept=0.8)
     # The mode search is left out to keep the test fast: on the funnel its optimiser runs
     # are long (log p is unbounded as tau -> 0), and it cannot turn a verdict into "fits".
-    res = steindiag.diagnose(trace, centred, missing_mass=False, rng=0)
+    res = steindiag.diagnose(trace, centred, mode_search=False, rng=0)
     # Truth: the centred model's funnel makes NUTS diverge (Betancourt & Girolami 2015);
     # the run used here has divergences, and the verdict must not be "fits".
     assert res["divergences"].values.sum() > 0
@@ -379,6 +380,6 @@ def test_prior_draws_against_the_posterior_do_not_fit(pm, non_centred):
          for n, v in zip(names, values)},
         coords={"chain": np.arange(4), "draw": np.arange(250)})
     # The search is left out to keep the test fast (it can only add rejections).
-    res = steindiag.diagnose(posterior, non_centred, missing_mass=False, rng=0)
+    res = steindiag.diagnose(posterior, non_centred, mode_search=False, rng=0)
     # Truth: prior draws, scored against the posterior the data make different from it.
     assert res["verdict_pooled"].item() == "does not fit", repr(res)

@@ -138,14 +138,14 @@ def test_diagnose_reads_an_ensemble_as_one_chain(sampler):
     assert "missing_mass_found" in res
     # The same draws as emcee's array, with its layout named, are read as an ensemble.
     from_array = steindiag.diagnose(sampler.get_chain(discard=200), score=_score,
-                                    sample_dims=("draw", "chain"), missing_mass=False, rng=3)
+                                    sample_dims=("draw", "chain"), mode_search=False, rng=3)
     assert list(from_array["chain"].values) == ["ensemble"]
     az = pytest.importorskip("arviz")
     if hasattr(az, "from_emcee"):
         # az.from_emcee writes inference_library="emcee": an ensemble too.
         trace = az.from_emcee(sampler)
         from_trace = steindiag.diagnose(trace, score=_score, coords={"draw": slice(200, None)},
-                                        missing_mass=False, rng=3)
+                                        mode_search=False, rng=3)
         assert list(from_trace["chain"].values) == ["ensemble"]
         assert float(from_trace["ksd"][0]) == pytest.approx(float(expected["ksd_pooled"]),
                                                              rel=1e-12)
@@ -267,7 +267,7 @@ def test_cmdstanpy_with_bridgestan_model():
     np.testing.assert_array_equal(pending.source.log_density(points.astype(np.float32)).shape, (600,))
     np.testing.assert_array_equal(pending.sampler_warnings().divergences,
                                   columns[..., 1].sum(axis=1))
-    res = steindiag.diagnose(fit, model, missing_mass=False, rng=0)
+    res = steindiag.diagnose(fit, model, mode_search=False, rng=0)
     assert "divergences" in res
 
 
@@ -336,7 +336,7 @@ _EVERY_FUNCTION = {
     "stein_weights": lambda data, model, options: steindiag.stein_weights(data, model,
                                                                           **options),
     "stein_thin": lambda data, model, options: steindiag.stein_thin(
-        data, model, n_points=10, regularized=True, **options),
+        data, model, n_selected=10, regularized=True, **options),
     "mmd": lambda data, model, options: steindiag.mmd(
         data, model=model, **{k: v for k, v in options.items() if k != "score"}),
     "control_variates": lambda data, model, options: steindiag.control_variates(

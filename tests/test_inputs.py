@@ -89,9 +89,9 @@ _WEIGHTS_BAD = [
 ]
 _THIN_BAD = [
     *[case for case in _KSD_BAD if not {"method", "progress"} & set(case[0])],
-    ({"n_points": 0}, ValueError, "n_points"),
-    ({"n_points": 2.5}, TypeError, "n_points"),
-    ({"n_points": 10**6}, ValueError, "at most the number of draws"),
+    ({"n_selected": 0}, ValueError, "n_selected"),
+    ({"n_selected": 2.5}, TypeError, "n_selected"),
+    ({"n_selected": 10**6}, ValueError, "at most the number of draws"),
     ({"regularized": "yes"}, TypeError, "regularized"),
     ({"return_info": 1}, TypeError, "return_info"),
     ({"strength": -1.0, "regularized": True}, ValueError, "strength"),
@@ -119,7 +119,7 @@ _PATH_BAD = [
 _SVGD_BAD = [
     ({"n_steps": 0}, ValueError, "n_steps"),
     ({"step_size": -1.0}, ValueError, "step_size"),
-    ({"kernel": "gauss"}, ValueError, "kernel must be one of"),
+    ({"svgd_kernel": "gauss"}, ValueError, "svgd_kernel must be one of"),
     ({"bandwidth": "silverman"}, ValueError, "bandwidth"),
     ({"standardize": "yes"}, TypeError, "standardize"),
     ({"ksd_every": 0}, ValueError, "ksd_every"),
@@ -132,7 +132,7 @@ _FUNCTIONS = {
     "ksd": (lambda x, **kw: ksd(x, **kw), [*_KSD_BAD, *_CLIENT_BAD]),
     "ksd_path": (lambda x, **kw: ksd_path(x, **kw), _PATH_BAD),
     "stein_weights": (lambda x, **kw: stein_weights(x, **kw), _WEIGHTS_BAD),
-    "stein_thin": (lambda x, **kw: stein_thin(x, **{"n_points": 5, **kw}), _THIN_BAD),
+    "stein_thin": (lambda x, **kw: stein_thin(x, **{"n_selected": 5, **kw}), _THIN_BAD),
     "ksd_test": (lambda x, **kw: ksd_test(x, **{"n_bootstrap": 20, **kw}), _TEST_BAD),
     "stein_variational": (lambda x, **kw: stein_variational(x, **{"n_steps": 2, **kw}),
                           _SVGD_BAD),
@@ -174,13 +174,13 @@ def test_valid_arguments_do_call_the_score(name):
     ({"sample_dims": ("chain", "draw", "x")}, ValueError, "sample_dims"),
     ({"preconditioner": np.ones(2)}, ValueError, r"must have shape \(3,\)"),
     ({"preconditioner": "standardise"}, ValueError, "preconditioner must be one of"),
-    ({"n_points": 10**6}, ValueError, "at most the number of draws"),
+    ({"n_selected": 10**6}, ValueError, "at most the number of draws"),
     ({"regularized": True, "log_density": np.zeros(7)}, ValueError, "log_density array"),
 ])
 def test_trace_arguments_checked_before_any_score_call(kwargs, error, match):
     score = Recorder()
     with pytest.raises(error, match=match):
-        stein_thin(_posterior(), score=score, **{"n_points": 5, **kwargs})
+        stein_thin(_posterior(), score=score, **{"n_selected": 5, **kwargs})
     assert score.calls == 0
 
 
@@ -270,7 +270,7 @@ def test_labels_identical_across_functions_and_equal_to_arviz():
             "ksd_path": ksd_path(trace, score=score, n_points=5).attrs["parameters"],
             "stein_weights": json.loads(weights.attrs["parameters"]),
             "weighted_summary": list(weighted_summary(trace, weights).index),
-            "stein_thin": stein_thin(trace, score=score, n_points=4,
+            "stein_thin": stein_thin(trace, score=score, n_selected=4,
                                      return_info=True).attrs["stein_thinning_parameters"],
             "ksd_test": ksd_test(trace, score=score, n_bootstrap=10).attrs["parameters"],
             "mmd": mmd(trace).attrs["parameters"],
@@ -346,9 +346,9 @@ def test_dataarray_in_path_weights_thinning_and_test():
     np.testing.assert_allclose(weights.values, stein_weights(x, score=-x).values,
                                rtol=0, atol=1e-12)
     np.testing.assert_array_equal(weights["chain"].values, [5, 6, 7])
-    thinned = stein_thin(theta, score=-theta, n_points=7)
+    thinned = stein_thin(theta, score=-theta, n_selected=7)
     assert isinstance(thinned, xr.DataArray) and thinned.name == "theta"
-    np.testing.assert_array_equal(thinned.values, stein_thin(x, score=-x, n_points=7))
+    np.testing.assert_array_equal(thinned.values, stein_thin(x, score=-x, n_selected=7))
     np.testing.assert_array_equal(thinned["school"].values, ["a", "b"])
     test = ksd_test(theta, score=-theta, n_bootstrap=50, rng=2, bootstrap="iid")
     plain = ksd_test(x, score=-x, n_bootstrap=50, rng=2, bootstrap="iid")

@@ -89,10 +89,10 @@ def test_regularized_thinning_with_model_uses_its_log_density(model, trace):
     prepared = prepare_trace(trace, model)
     flat = prepared.draws.reshape(-1, prepared.draws.shape[2])
     truth = _per_draw_logp(model, flat).reshape(prepared.draws.shape[:2])
-    from_model = steindiag.stein_thin(trace, model, n_points=12, regularized=True,
+    from_model = steindiag.stein_thin(trace, model, n_selected=12, regularized=True,
                                       return_info=True)
     # Truth: the same rule fed with PyMC's per-draw log p as an array.
-    given = steindiag.stein_thin(trace, model, n_points=12, regularized=True,
+    given = steindiag.stein_thin(trace, model, n_selected=12, regularized=True,
                                  log_density=truth, return_info=True)
     np.testing.assert_array_equal(from_model.index, given.index)
     assert from_model.ksd == given.ksd
@@ -135,9 +135,9 @@ _MODEL_CASES = [
     ("ksd_path", {"preconditioner": "standardise"}),
     ("stein_weights", {"tol": 0.0}),
     ("stein_weights", {"preconditioner": "standardise"}),
-    ("stein_thin", {"n_points": 0}),
-    ("stein_thin", {"n_points": 5, "preconditioner": "standardise"}),
-    ("stein_thin", {"n_points": 5, "strength": -1.0, "regularized": True}),
+    ("stein_thin", {"n_selected": 0}),
+    ("stein_thin", {"n_selected": 5, "preconditioner": "standardise"}),
+    ("stein_thin", {"n_selected": 5, "strength": -1.0, "regularized": True}),
     ("ksd_test", {"bootstrap": "block"}),
     ("ksd_test", {"preconditioner": "standardise"}),
     ("stein_variational", {"n_steps": 0}),

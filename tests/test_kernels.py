@@ -263,7 +263,7 @@ def _brute_force_thinning(K, n_points):
 @pytest.mark.parametrize("name", NAMES)
 def test_stein_thin_selects_the_brute_force_argmin(name):
     x, s = _draws(np.random.default_rng(7), 2, 100, 3, repeat=0.0)
-    info = steindiag.stein_thin(x, score=s, n_points=25, kernel=name,
+    info = steindiag.stein_thin(x, score=s, n_selected=25, kernel=name,
                                 preconditioner="identity", return_info=True)
     flat_x, flat_s = x.reshape(-1, 3), s.reshape(-1, 3)
     K = stein_kernel_matrix(flat_x, flat_s, flat_x, flat_s, np.eye(3), name)
@@ -287,7 +287,7 @@ def test_regularized_thinning_uses_the_kernel_at_zero(name):
 
     x = np.random.default_rng(9).standard_normal((1, 80, 2))
     kernel = make_kernel(name)
-    info = steindiag.stein_thin(x, score=score, n_points=10, kernel=name,
+    info = steindiag.stein_thin(x, score=score, n_selected=10, kernel=name,
                                 preconditioner="identity", regularized=True,
                                 log_density=log_p, return_info=True)
     flat = x[0]
@@ -438,7 +438,7 @@ def test_attrs_label_the_kernel_and_its_parameters():
         assert float(again["ksd_pooled"]) == float(res["ksd_pooled"])
     path = steindiag.ksd_path(x, score=s, kernel="matern32", n_points=5)
     assert path.attrs["kernel"] == "Matern32"
-    thinned = steindiag.stein_thin(x, score=s, n_points=5, kernel="gaussian", return_info=True)
+    thinned = steindiag.stein_thin(x, score=s, n_selected=5, kernel="gaussian", return_info=True)
     assert thinned.attrs["stein_thinning_kernel"] == "Gaussian"
 
 
@@ -463,7 +463,7 @@ def test_kernel_arguments_are_validated_first(func):
         return -z
 
     x = np.random.default_rng(16).standard_normal((2, 20, 2))
-    extra = {"n_points": 3} if func == "stein_thin" else {}
+    extra = {"n_selected": 3} if func == "stein_thin" else {}
     fn = getattr(steindiag, func)
     with pytest.raises(ValueError, match=r"kernel must be one of \['gaussian', 'imq'"):
         fn(x, score=score, kernel="rbf", **extra)

@@ -163,19 +163,19 @@ def test_numpyro_trace_with_model_keeps_its_coordinates(centred_mcmc):
     # numpyro's transforms), to 1e-12; labels are the trace's coordinates, as ArviZ's.
     np.testing.assert_allclose(got["ksd"].values, expected["ksd"].values, rtol=1e-12)
     assert '"theta[Choate]"' in got.attrs["parameters"]
-    res = steindiag.diagnose(idata, model=centred_mcmc, rng=0, missing_mass=False,
+    res = steindiag.diagnose(idata, model=centred_mcmc, rng=0, mode_search=False,
                              n_bootstrap=400, n_permutations=400)
     diverging = np.asarray(centred_mcmc.get_extra_fields(group_by_chain=True)["diverging"])
     np.testing.assert_array_equal(res["divergences"].values, diverging.sum(axis=1))
 
 
 def test_numpyro_every_function_takes_the_mcmc(non_centred_mcmc):
-    weights = steindiag.stein_weights(non_centred_mcmc, missing_mass=False)
+    weights = steindiag.stein_weights(non_centred_mcmc, mode_search=False)
     assert weights.dims == ("chain", "draw")
     table = steindiag.weighted_summary(non_centred_mcmc, weights)
     # Truth: the sites numpyro stored (constrained), the deterministic theta included.
     assert {"mu", "tau", "theta[0]", "theta_tilde[7]"} <= set(table.index)
-    thinned = steindiag.stein_thin(non_centred_mcmc, n_points=10, missing_mass=False,
+    thinned = steindiag.stein_thin(non_centred_mcmc, n_selected=10, mode_search=False,
                                    regularized=True)
     # Truth: thinned points are draws of the run, read back in its constrained space.
     tau = np.asarray(non_centred_mcmc.get_samples(group_by_chain=True)["tau"])
@@ -297,7 +297,7 @@ def test_flat_log_density_of_an_array():
     # Truth: the closed-form score.
     expected = steindiag.ksd(x, score=-x / SCALES[:3] ** 2)
     np.testing.assert_allclose(got["ksd"].values, expected["ksd"].values, rtol=1e-12)
-    thinned = steindiag.stein_thin(x, n_points=5, regularized=True, missing_mass=False,
+    thinned = steindiag.stein_thin(x, n_selected=5, regularized=True, mode_search=False,
                                    log_density=lambda z: -0.5 * jnp.sum((z / SCALES[:3]) ** 2))
     assert thinned.shape == (1, 5, 3)
 

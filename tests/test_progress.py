@@ -81,10 +81,10 @@ _CALLS = {
     "mmd": lambda p: _mmd(p),
     "mmd all": lambda p: _mmd(p, test="all"),
     "mmd two samples": lambda p: _mmd(p, other=_X[:, ::-1] + 0.1),
-    "stein_thin": lambda p: [steindiag.stein_thin(_X, score=-_X, n_points=50,
-                                                  missing_mass=False, progress=p)],
+    "stein_thin": lambda p: [steindiag.stein_thin(_X, score=-_X, n_selected=50,
+                                                  mode_search=False, progress=p)],
     "diagnose": lambda p: _floats(steindiag.diagnose(_X, score=-_X, rng=3,
-                                                     missing_mass=False, progress=p)),
+                                                     mode_search=False, progress=p)),
     "min_ksd_fit": _fit,
     "min_ksd_fit linear": _fit_linear,
     "stein_weights": lambda p: [steindiag.stein_weights(_X[:, :100], score=-_X[:, :100],
@@ -119,7 +119,7 @@ def test_stein_thin_in_many_calls_selects_as_in_one(monkeypatch):
     # Truth: the selection in one call (no splitting): each call ends with the objective
     # updated for its last point, so the next call's first choice is the loop's.
     x = _draws(seed=7, n_draw=500)
-    whole = steindiag.stein_thin(x, score=-x, n_points=120, missing_mass=False,
+    whole = steindiag.stein_thin(x, score=-x, n_selected=120, mode_search=False,
                                  return_info=True)
     monkeypatch.setattr(steindiag.engine.progress, "ONE_THREAD_FLOPS", 1e4)  # one thread
     calls = []
@@ -132,7 +132,7 @@ def test_stein_thin_in_many_calls_selects_as_in_one(monkeypatch):
         return original(spy, *args, **kwargs)
 
     monkeypatch.setattr(steindiag.engine.products, "run_in_passes", counted)
-    split = steindiag.stein_thin(x, score=-x, n_points=120, missing_mass=False,
+    split = steindiag.stein_thin(x, score=-x, n_selected=120, mode_search=False,
                                  return_info=True)
     assert len(calls) > 10
     np.testing.assert_array_equal(split.index, whole.index)

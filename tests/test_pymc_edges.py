@@ -110,7 +110,7 @@ def test_multitrace_add_scores_and_diagnose(binomial, binomial_multitrace):
     assert type(scored) is type(converted)
     xr.testing.assert_allclose(steindiag.ksd(scored), steindiag.ksd(converted, model),
                                rtol=1e-12, atol=0.0)
-    options = {"missing_mass": False, "n_bootstrap": 100, "n_permutations": 100, "rng": 0}
+    options = {"mode_search": False, "n_bootstrap": 100, "n_permutations": 100, "rng": 0}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)   # short chains: unreliable p-values
         got = steindiag.diagnose(binomial_multitrace, model, **options)
@@ -123,8 +123,8 @@ def test_multitrace_thin_weighted_summary_variational(binomial, binomial_multitr
     # converted type (InferenceData on PyMC 5, DataTree on PyMC 6).
     model, _ = binomial
     converted = _converted(binomial_multitrace, model)
-    thinned = steindiag.stein_thin(binomial_multitrace, model, n_points=5)
-    expected = steindiag.stein_thin(converted, model, n_points=5)
+    thinned = steindiag.stein_thin(binomial_multitrace, model, n_selected=5)
+    expected = steindiag.stein_thin(converted, model, n_selected=5)
     assert type(thinned) is type(expected)
     xr.testing.assert_allclose(_group(thinned, "posterior"), _group(expected, "posterior"))
     weights = steindiag.stein_weights(converted, model)
@@ -287,7 +287,7 @@ def test_group_is_recorded_in_every_result(binomial_with_prior):
             "stein_weights": steindiag.stein_weights(trace, model, group=group),
             "mmd": steindiag.mmd(trace, group=group),
             "mmd model": steindiag.mmd(trace, model=model, group=group),
-            "stein_thin": steindiag.stein_thin(trace, model, n_points=4, group=group,
+            "stein_thin": steindiag.stein_thin(trace, model, n_selected=4, group=group,
                                                return_info=True),
             "stein_variational": steindiag.stein_variational(trace, model, group=group,
                                                              n_steps=2, ksd_every=2),
@@ -295,7 +295,7 @@ def test_group_is_recorded_in_every_result(binomial_with_prior):
         for name, result in results.items():
             key = "stein_thinning_group" if name == "stein_thin" else "group"
             assert result.attrs[key] == group, name
-        thinned = steindiag.stein_thin(trace, model, n_points=4, group=group)
+        thinned = steindiag.stein_thin(trace, model, n_selected=4, group=group)
         assert _group(thinned, group).attrs["stein_thinning_group"] == group
 
 

@@ -69,11 +69,11 @@ def results(posterior):
             "mmd": steindiag.mmd(posterior, n_permutations=49, rng=1),
             "mmd_all": steindiag.mmd(posterior, n_permutations=49, test="all", rng=1),
             "stein_weights": steindiag.stein_weights(posterior, score=score,
-                                                     missing_mass=False),
+                                                     mode_search=False),
             "stein_weights_per_chain": steindiag.stein_weights(
-                posterior, score=score, per_chain=True, missing_mass=False),
-            "stein_thin": steindiag.stein_thin(posterior, score=score, n_points=8,
-                                               missing_mass=False),
+                posterior, score=score, per_chain=True, mode_search=False),
+            "stein_thin": steindiag.stein_thin(posterior, score=score, n_selected=8,
+                                               mode_search=False),
             "control_variates": steindiag.control_variates(posterior, score=score),
         }
     return out
@@ -198,7 +198,7 @@ def test_thinned_trace_round_trip(posterior, store, tmp_path):
                                                      np.zeros((2, 120), dtype=bool))},
                                       coords={"chain": [0, 1], "draw": np.arange(120)})})
     with _quiet():
-        thinned = steindiag.stein_thin(tree, score=score, n_points=8, missing_mass=False)
+        thinned = steindiag.stein_thin(tree, score=score, n_selected=8, mode_search=False)
     path = tmp_path / f"thinned.{store}"
     if store == "zarr":
         thinned.to_zarr(path, consolidated=False)
@@ -217,7 +217,7 @@ def test_thinned_inference_data_round_trip(posterior, tmp_path):
         pytest.skip("needs ArviZ 0.x (InferenceData) and h5netcdf or netCDF4")
     idata = az.InferenceData(posterior=posterior)
     with _quiet():
-        thinned = steindiag.stein_thin(idata, score=score, n_points=8, missing_mass=False)
+        thinned = steindiag.stein_thin(idata, score=score, n_selected=8, mode_search=False)
     path = tmp_path / "thinned_idata.nc"
     thinned.to_netcdf(str(path), engine=_GROUP_ENGINES[0])
     back = az.from_netcdf(str(path), engine=_GROUP_ENGINES[0])

@@ -52,7 +52,7 @@ def correlated_draws(seed, n_chain=2, n_draw=150):
 def test_greedy_selects_the_brute_force_argmin(preconditioner, c, beta):
     x, s = correlated_draws(1)
     flat_x, flat_s = x.reshape(-1, 3), s.reshape(-1, 3)
-    info = stein_thin(x, score=s, n_points=40, preconditioner=preconditioner, c=c, beta=beta,
+    info = stein_thin(x, score=s, n_selected=40, preconditioner=preconditioner, c=c, beta=beta,
                       return_info=True)
     kx, ks = (standardize_reference(flat_x, flat_x, flat_s) if preconditioner == "standardize"
               else (flat_x, flat_s))
@@ -74,7 +74,7 @@ def test_agrees_with_the_stein_thinning_package():
     # Pre-standardised draws, so that preconditioner "identity" is Lambda = I for both.
     x = rng.standard_normal((1, 600, 2))
     s = -x / np.array([1.0, 1.5])
-    ours = stein_thin(x, score=s, n_points=60, preconditioner="identity", return_info=True)
+    ours = stein_thin(x, score=s, n_selected=60, preconditioner="identity", return_info=True)
     theirs = thinning.thin(x[0], s[0], 60, standardize=False, preconditioner="id")
     # Truth: the reference implementation of Riabiz et al. (PyPI stein-thinning).
     np.testing.assert_array_equal(ours.index, np.asarray(theirs, dtype=np.int64))
@@ -101,7 +101,7 @@ def test_regularized_selects_the_brute_force_argmin(preconditioner, strength, c)
     log_density, score, second = student_t(nu)
     x = np.random.default_rng(3).standard_t(nu, size=(2, 200, 2)) * 1.3
     flat = x.reshape(-1, 2)
-    info = stein_thin(x, score=score, n_points=n_points, preconditioner=preconditioner,
+    info = stein_thin(x, score=score, n_selected=n_points, preconditioner=preconditioner,
                       regularized=True, log_density=log_density, strength=strength, c=c,
                       return_info=True)
     if preconditioner == "standardize":
@@ -122,7 +122,7 @@ def test_regularized_selects_the_brute_force_argmin(preconditioner, strength, c)
     first = np.diag(K) + laplacian - lam * log_p
     # Truth: the regularised greedy rule by explicit argmin over the reference K_p.
     np.testing.assert_array_equal(info.index, brute_force(K, n_points, first, -lam * log_p))
-    plain = stein_thin(x, score=score, n_points=n_points, preconditioner=preconditioner)
+    plain = stein_thin(x, score=score, n_selected=n_points, preconditioner=preconditioner)
     assert not np.array_equal(plain[0], info.thinned[0])  # the regularisation matters
 
 
@@ -135,7 +135,7 @@ def test_regularized_pulls_points_to_high_density():
     x = np.random.default_rng(8).standard_t(nu, size=(1, 800, 1))
     mean_log_p = []
     for strength in (0.0, 0.05, 1.0):
-        thinned = stein_thin(x, score=score, n_points=40, regularized=True,
+        thinned = stein_thin(x, score=score, n_selected=40, regularized=True,
                              log_density=log_density, strength=strength)
         mean_log_p.append(log_density(thinned[0]).mean())
     assert mean_log_p[0] <= mean_log_p[1] <= mean_log_p[2]
@@ -176,7 +176,7 @@ def check_thinned(posterior, thinned, info_index, n_draw):
 def test_thinned_dataset_and_arrays():
     groups = trace_groups()
     posterior = groups["posterior"]
-    info = stein_thin(posterior, score=lambda x: -x, n_points=25, return_info=True)
+    info = stein_thin(posterior, score=lambda x: -x, n_selected=25, return_info=True)
     assert isinstance(info, SteinThinning) and isinstance(info.thinned, xr.Dataset)
     check_thinned(posterior, info.thinned, info.index, 100)
     assert info.thinned.attrs["sampler"] == "test"
@@ -184,18 +184,18 @@ def test_thinned_dataset_and_arrays():
     np.testing.assert_array_equal(info.chain, posterior["chain"].values[info.index // 100])
     # Arrays: the same selection as the flattened trace (mu, theta[a], theta[b]).
     flat = np.concatenate([posterior["mu"].values[..., None], posterior["theta"].values], axis=2)
-    thinned = stein_thin(flat, score=-flat, n_points=25)
+    thinned = stein_thin(flat, score=-flat, n_selected=25)
     assert isinstance(thinned, np.ndarray) and thinned.shape == (1, 25, 3)
     np.testing.assert_array_equal(thinned[0], flat.reshape(-1, 3)[info.index])
-    single = stein_thin(flat[0], score=-flat[0], n_points=5)
+    single = stein_thin(flat[0], score=-flat[0], n_selected=5)
     assert single.shape == (5, 3)
 
 
 def test_coords_selection_thins_the_selected_draws():
     posterior = trace_groups()["posterior"]
-    subset = stein_thin(posterior, score=lambda x: -x, n_points=10,
+    subset = stein_thin(posterior, score=lambda x: -x, n_selected=10,
                         coords={"draw": slice(1040, None)})
-    direct = stein_thin(posterior.sel(draw=slice(1040, None)), score=lambda x: -x, n_points=10)
+    direct = stein_thin(posterior.sel(draw=slice(1040, None)), score=lambda x: -x, n_selected=10)
     # Truth: thinning after coords= is thinning the selected draws (labels, not positions).
     np.testing.assert_array_equal(subset["source_draw"].values, direct["source_draw"].values)
     assert subset["source_draw"].values.min() >= 1040
@@ -206,7 +206,7 @@ def test_coords_selection_thins_the_selected_draws():
 
 def test_thinned_datatree_keeps_every_group():
     tree = xr.DataTree.from_dict(trace_groups())
-    info = stein_thin(tree, score=lambda x: -x, n_points=12, return_info=True)
+    info = stein_thin(tree, score=lambda x: -x, n_selected=12, return_info=True)
     assert isinstance(info.thinned, xr.DataTree)
     posterior = tree["posterior"].to_dataset()
     check_thinned(posterior, info.thinned["posterior"].to_dataset(), info.index, 100)
@@ -222,7 +222,7 @@ def test_thinned_inference_data_keeps_every_group():
     if not az.__version__.startswith("0."):
         pytest.skip("InferenceData is ArviZ 0.x; ArviZ 1.x uses DataTree (tested above)")
     idata = az.InferenceData(**trace_groups())
-    info = stein_thin(idata, score=lambda x: -x, n_points=12, return_info=True)
+    info = stein_thin(idata, score=lambda x: -x, n_selected=12, return_info=True)
     assert isinstance(info.thinned, az.InferenceData)
     check_thinned(idata.posterior, info.thinned.posterior, info.index, 100)
     assert info.thinned.sample_stats.sizes["draw"] == 12
@@ -238,8 +238,8 @@ def test_thinned_inference_data_keeps_every_group():
 def test_selection_is_valid_and_deterministic(seed, n_draw, d, n_points):
     x = np.random.default_rng(seed).standard_normal((2, n_draw, d))
     n_points = min(n_points, 2 * n_draw)
-    first = stein_thin(x, score=-x, n_points=n_points, return_info=True)
-    second = stein_thin(x, score=-x, n_points=n_points, return_info=True)
+    first = stein_thin(x, score=-x, n_selected=n_points, return_info=True)
+    second = stein_thin(x, score=-x, n_selected=n_points, return_info=True)
     # Truth: indices address existing draws; no hidden randomness.
     assert np.all((first.index >= 0) & (first.index < 2 * n_draw))
     np.testing.assert_array_equal(first.index, second.index)
@@ -260,14 +260,14 @@ def _std_scale(x):
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"n_points": 0}, ValueError, "n_points"),
-        ({"n_points": -3}, ValueError, "n_points"),
-        ({"n_points": 41}, ValueError, "at most the number of draws"),
-        ({"n_points": 2.0}, TypeError, "n_points"),
-        ({"n_points": 5, "strength": 0.1}, ValueError, "regularized=True"),
-        ({"n_points": 5, "regularized": True, "strength": -1.0}, ValueError, "strength"),
-        ({"n_points": 5, "regularized": True}, ValueError, "log p"),
-        ({"n_points": 5, "regularized": "yes"}, TypeError, "regularized"),
+        ({"n_selected": 0}, ValueError, "n_selected"),
+        ({"n_selected": -3}, ValueError, "n_selected"),
+        ({"n_selected": 41}, ValueError, "at most the number of draws"),
+        ({"n_selected": 2.0}, TypeError, "n_selected"),
+        ({"n_selected": 5, "strength": 0.1}, ValueError, "regularized=True"),
+        ({"n_selected": 5, "regularized": True, "strength": -1.0}, ValueError, "strength"),
+        ({"n_selected": 5, "regularized": True}, ValueError, "log p"),
+        ({"n_selected": 5, "regularized": "yes"}, TypeError, "regularized"),
     ],
 )
 def test_bad_arguments(kwargs, error, match):
@@ -279,7 +279,7 @@ def test_bad_arguments(kwargs, error, match):
 def test_regularized_needs_a_score_function():
     x = np.random.default_rng(0).standard_normal((1, 20, 2))
     with pytest.raises(ValueError, match="callable"):
-        stein_thin(x, score=-x, n_points=3, regularized=True,
+        stein_thin(x, score=-x, n_selected=3, regularized=True,
                    log_density=np.zeros((1, 20)))
 
 
@@ -311,10 +311,10 @@ def test_pymc_model_matches_closed_form_callables():
 
     unconstrained = np.concatenate([x, np.log(sigma)[..., None]], axis=2)
     for regularized in (False, True):
-        from_model = stein_thin(posterior, model, n_points=15, regularized=regularized,
+        from_model = stein_thin(posterior, model, n_selected=15, regularized=regularized,
                                 return_info=True)
         from_callables = stein_thin(
-            unconstrained, score=score, n_points=15, regularized=regularized,
+            unconstrained, score=score, n_selected=15, regularized=regularized,
             log_density=log_density if regularized else None, return_info=True,
         )
         # Truth: the closed-form log density and score of the same model.

@@ -142,7 +142,7 @@ def test_median_bandwidth(n):
 def test_matches_reference_step_by_step(kernel, standardize, d, method):
     x0 = correlated_start(d, n=60, d=d)
     res = stein_variational(x0, score=linear_score, n_steps=40, step_size=0.05,
-                            kernel=kernel, standardize=standardize, method=method,
+                            svgd_kernel=kernel, standardize=standardize, method=method,
                             keep="last")
     scale = robust_scale(x0) if standardize else None
     # The default step_decay=10: the reference anneals the step size the same way.
@@ -158,7 +158,7 @@ def test_matches_reference_step_by_step(kernel, standardize, d, method):
 def test_fixed_bandwidth_and_nonlinear_score_match_reference():
     x0 = correlated_start(7, n=50)
     res = stein_variational(x0, score=banana_score, n_steps=30, step_size=0.02,
-                            bandwidth=0.8, standardize=False, kernel="rbf", step_decay=None,
+                            bandwidth=0.8, standardize=False, svgd_kernel="rbf", step_decay=None,
                             keep="last")
     expected, _ = svgd_reference(x0, banana_score, 30, 0.02, bandwidth=0.8)
     # Truth: the explicit-matrix reference with h fixed.
@@ -305,7 +305,8 @@ def test_errors():
         ({"n_steps": 0}, ValueError, "n_steps must be a positive integer; got 0"),
         ({"n_steps": 2.0}, TypeError, "n_steps must be a positive integer; got float"),
         ({"step_size": -1.0}, ValueError, "step_size"),
-        ({"kernel": "gauss"}, ValueError, "kernel must be one of"),
+        ({"svgd_kernel": "gauss"}, ValueError, "svgd_kernel must be one of"),
+        ({"kernel": "rbf"}, TypeError, "kernel= was renamed svgd_kernel="),
         ({"bandwidth": "silverman"}, ValueError, "bandwidth"),
         ({"bandwidth": 0.0}, ValueError, "bandwidth"),
         ({"ksd_every": 0}, ValueError, "ksd_every"),

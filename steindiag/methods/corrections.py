@@ -24,8 +24,8 @@ import numpy as np
 from steindiag._types import CorrectionWarning
 from steindiag.methods.search import run_search
 
-__all__ = ["CorrectionChecks", "check_correction", "ksd_null_threshold", "MISSING_MASS_OPTIONS",
-           "check_missing_mass_option", "summary_reasons"]
+__all__ = ["CorrectionChecks", "check_correction", "ksd_null_threshold", "MODE_SEARCH_OPTIONS", "MODE_SEARCH_TAKES",
+           "check_mode_search", "summary_reasons"]
 
 # Level of the "far above the floor" check: an exact i.i.d. sample of the same size
 # exceeds the threshold with probability at most this (whatever the null's shape).
@@ -35,7 +35,9 @@ FAR_ALPHA = 0.01
 # draws; n_rows * N kernel evaluations, n_rows * N * 8 bytes).
 _NULL_ROWS = 256
 
-MISSING_MASS_OPTIONS = ("auto", True, False)
+MODE_SEARCH_OPTIONS = ("auto", True, False)
+MODE_SEARCH_TAKES = ("'auto', True or False: search for modes the chains never visited when log "
+                     "p is available, always, never")
 
 # Level of the missing-mass search (its ``alpha``): mass is "found" at p < 0.05.
 SEARCH_LEVEL = 0.05
@@ -95,18 +97,19 @@ class CorrectionChecks:
             )
 
 
-def check_missing_mass_option(missing_mass):
-    if isinstance(missing_mass, str) or isinstance(missing_mass, (bool, np.bool_)):
-        if missing_mass not in MISSING_MASS_OPTIONS:
+def check_mode_search(mode_search):
+    """``mode_search`` of a correction: "auto", True, False, or a search result."""
+    if isinstance(mode_search, (str, bool, np.bool_)):
+        if mode_search not in MODE_SEARCH_OPTIONS:
             raise ValueError(
-                f"missing_mass must be 'auto', True, False or a missing-mass search result; "
-                f"got {missing_mass!r}."
+                f"mode_search must be 'auto', True, False or a missing-mass search result; "
+                f"got {mode_search!r}."
             )
         return
-    if not isinstance(getattr(missing_mass, "found", None), (bool, np.bool_)):
+    if not isinstance(getattr(mode_search, "found", None), (bool, np.bool_)):
         raise TypeError(
-            "missing_mass must be 'auto', True, False or a missing-mass search result (an "
-            f"object with a boolean 'found'); got {type(missing_mass).__name__}."
+            "mode_search must be 'auto', True, False or a missing-mass search result (an "
+            f"object with a boolean 'found'); got {type(mode_search).__name__}."
         )
 
 
@@ -135,7 +138,7 @@ def ksd_null_threshold(points, alpha=FAR_ALPHA, n_rows=_NULL_ROWS):
     return float(np.sqrt(threshold2))
 
 
-def check_correction(*, pending, prepared, kernel, preconditioner, missing_mass, rng=None,
+def check_correction(*, pending, prepared, kernel, preconditioner, mode_search, rng=None,
                      ksd_checks=()):
     """Run the checks of a correction; returns :class:`CorrectionChecks`.
 
@@ -146,7 +149,7 @@ def check_correction(*, pending, prepared, kernel, preconditioner, missing_mass,
         source (log p and the score at new points, for the search).
     prepared : SteinInput of the draws used
     kernel, preconditioner : what the correction's KSD used
-    missing_mass : "auto", True, False, or a search result (with ``found``, ``summary``)
+    mode_search : "auto", True, False, or a search result (with ``found``, ``summary``)
         "auto": search when a log density is at hand (a callable, or a PyMC model) and
         the score can be evaluated at new points; True: search or raise.
     rng : numpy Generator for the search
@@ -168,15 +171,15 @@ def check_correction(*, pending, prepared, kernel, preconditioner, missing_mass,
             )
     # The missing-mass search.
     result = None
-    search = isinstance(missing_mass, (str, bool, np.bool_))
-    if search and not missing_mass:
-        checks.missing_mass_detail = "not searched: missing_mass=False"
+    search = isinstance(mode_search, (str, bool, np.bool_))
+    if search and not mode_search:
+        checks.missing_mass_detail = "not searched: mode_search=False"
     elif search:
         if not pending.source.has_log_density():
             why = ("no log density: pass log_density= (a callable on the flat parameter "
                    "vector) or a PyMC model")
-            if missing_mass != "auto":
-                raise ValueError(f"missing_mass=True needs log p at new points; {why}.")
+            if mode_search != "auto":
+                raise ValueError(f"mode_search=True needs log p at new points; {why}.")
             checks.missing_mass_detail = f"not searched: {why}"
         else:
             try:
@@ -185,25 +188,25 @@ def check_correction(*, pending, prepared, kernel, preconditioner, missing_mass,
             except (ValueError, ArithmeticError, RuntimeError) as err:
                 # log p failing at a point the search tried (PyMC's ParameterValueError in
                 # a funnel's neck, an overflow) must not lose the correction's result.
-                if missing_mass != "auto":
+                if mode_search != "auto":
                     raise
                 message = str(err).splitlines()[0] if str(err) else ""
                 result, why = None, f"the search failed ({type(err).__name__}: {message})"
                 warnings.warn(
                     f"the missing-mass search failed and was skipped ({type(err).__name__}: "
                     f"{message}); the correction's other "
-                    "checks ran. Pass missing_mass=False to skip the search.",
+                    "checks ran. Pass mode_search=False to skip the search.",
                     UserWarning,
                     stacklevel=4,
                 )
             if result is None:
-                if missing_mass != "auto":
-                    raise ValueError(f"missing_mass=True: the search cannot run: {why}.")
+                if mode_search != "auto":
+                    raise ValueError(f"mode_search=True: the search cannot run: {why}.")
                 checks.missing_mass_detail = f"not searched: {why}"
             else:
                 checks.missing_mass_n_log_density = int(getattr(result, "n_log_density", 0))
     else:
-        result = missing_mass
+        result = mode_search
     if result is not None:
         checks.missing_mass = "found" if bool(result.found) else "not found"
         checks.missing_mass_detail = str(getattr(result, "summary", ""))

@@ -50,21 +50,21 @@ def laplacian_correction(score_fn, draws_flat, pre, kernel):
     return kernel.value_at_zero * total
 
 
-def greedy_select(points, objective, step_penalty, n_points, bar=None):
-    """Positions of ``n_points`` draws chosen greedily (repeats allowed), in selection order.
+def greedy_select(points, objective, step_penalty, n_selected, bar=None):
+    """Positions of ``n_selected`` draws chosen greedily (repeats allowed), in selection order.
 
     ``points`` is the problem's ``KernelPoints``; ``objective`` (N,) the per-draw term
     of the first step (k_p(x_j, x_j), plus the regularisation's terms); ``step_penalty``
     (N,) what each later selection of draw j adds to its own objective (zero for plain
-    thinning); ``bar`` (optional) advances by the points selected. Time O(n_points N d),
+    thinning); ``bar`` (optional) advances by the points selected. Time O(n_selected N d),
     memory O(N); Ctrl-C is honoured between calls of about 0.25 s.
     """
     n_total = objective.shape[0]
-    selected = np.empty(n_points, dtype=np.int64)
+    selected = np.empty(n_selected, dtype=np.int64)
     with products.threads_for(n_total):
         products.greedy_thinning(
             *points.constants, np.ascontiguousarray(objective),
-            np.ascontiguousarray(step_penalty), int(n_points), selected, bar=bar,
+            np.ascontiguousarray(step_penalty), int(n_selected), selected, bar=bar,
         )
     return selected
 
@@ -90,13 +90,13 @@ def prefix_ksd(points):
     return np.sqrt(np.maximum(running, 0.0)) / np.arange(1, m + 1)
 
 
-def stein_thinning(prepared, pre, kernel, n_points, *, regularized=False, strength=None,
+def stein_thinning(prepared, pre, kernel, n_selected, *, regularized=False, strength=None,
                    log_p=None, score_fn=None, progress=None):
     """Greedy (or regularised) Stein thinning of the pooled draws.
 
     ``log_p`` (N,) and ``score_fn`` ((n, d) -> (n, d)) are needed with ``regularized``: the
     objective adds the Laplacian correction and -lambda log p, lambda = ``strength``
-    (default 1 / n_points). Returns (selected positions (n_points,), KSD of every prefix
+    (default 1 / n_selected). Returns (selected positions (n_selected,), KSD of every prefix
     of the selection, the selected points' ``KernelPoints``, the settings as attrs).
     """
     n_chain, n_draw, d = prepared.draws.shape
@@ -106,17 +106,17 @@ def stein_thinning(prepared, pre, kernel, n_points, *, regularized=False, streng
     objective = points.diagonal.copy()
     step_penalty = np.zeros(n_total)
     settings = {"stein_thinning": "regularized" if regularized else "greedy",
-                "stein_thinning_n_points": int(n_points)}
+                "stein_thinning_n_selected": int(n_selected)}
     if regularized:
-        lam = 1.0 / n_points if strength is None else float(strength)
+        lam = 1.0 / n_selected if strength is None else float(strength)
         laplacian = laplacian_correction(score_fn, draws_flat, pre, kernel)
         objective += laplacian - lam * log_p
         step_penalty = -lam * log_p
         settings["stein_thinning_strength"] = lam
-    pairs = n_points * n_total
-    with progress_bar(progress, n_points, pairs * (8 * d + 22) / CONSERVATIVE_FLOPS,
+    pairs = n_selected * n_total
+    with progress_bar(progress, n_selected, pairs * (8 * d + 22) / CONSERVATIVE_FLOPS,
                       desc="stein_thin (greedy selection)", unit="point") as bar:
-        selected = greedy_select(points, objective, step_penalty, n_points, bar)
+        selected = greedy_select(points, objective, step_penalty, n_selected, bar)
     # KSD of every prefix of the selection, with the same kernel and preconditioner.
     selected_points = points.subset(selected)
     return selected, prefix_ksd(selected_points), selected_points, settings

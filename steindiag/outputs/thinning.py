@@ -27,16 +27,16 @@ class SteinThinning:
     ----------
     thinned : same type as the input
         The selected draws (what ``stein_thin`` returns by default).
-    chain, draw : ndarray (n_points,)
+    chain, draw : ndarray (n_selected,)
         Chain and draw coordinate values of the selected draws, in selection order
         (a draw may be selected more than once).
-    index : ndarray of int (n_points,)
+    index : ndarray of int (n_selected,)
         Positions in the pooled draws that were thinned (after any ``coords``
         selection), ``chain_position * n_draw + draw_position``.
     ksd : float
         KSD (sqrt of the V-statistic) of the thinned set, same kernel and preconditioner.
-    ksd_path : ndarray (n_points,)
-        KSD of the first t selected points, t = 1 .. n_points.
+    ksd_path : ndarray (n_selected,)
+        KSD of the first t selected points, t = 1 .. n_selected.
     attrs : dict
         Kernel, preconditioner and thinning settings, and the checks of
         :func:`stein_thin` (``stein_thinning_correction_warnings`` etc.).
@@ -130,11 +130,11 @@ def thinned_container(data, chain_label, draw_label, sample_dims, group, attrs):
 def thinned_array(array, layout, chain_pos, draw_pos):
     """The selected draws of an array, in its own layout: (1, m, d) if it has a chain axis,
     else (m, d), or (m,) for a 1-D array (``layout``: its sample dims, or None)."""
-    thinned = apply_layout(array, layout)[chain_pos, draw_pos]     # (n_points, d)
+    thinned = apply_layout(array, layout)[chain_pos, draw_pos]     # (n_selected, d)
     if array.ndim == 1:
         return thinned[:, 0]
     if layout not in (None, ("draw",)) or array.ndim == 3:
-        return thinned[None]                   # a chain axis in, (1, n_points, d) out
+        return thinned[None]                   # a chain axis in, (1, n_selected, d) out
     return thinned
 
 

@@ -237,6 +237,6 @@ def not_improved_message(run, n_steps, keep):
                 f"to {returned:.4g} in {n_steps} steps: the particles returned fit the "
                 f"target worse than the draws given (lowest KSD {ksd_values[lowest]:.4g} at "
                 f"step {int(run.record[lowest])}). Keep the draws given, use keep='best', or "
-                "try a smaller step_size, step_decay=, fewer steps or kernel='imq' (see "
+                "try a smaller step_size, step_decay=, fewer steps or svgd_kernel='imq' (see "
                 "result.ksd).")
     return ""

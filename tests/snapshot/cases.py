@@ -205,7 +205,7 @@ def biased_weights():
 
 @functools.cache
 def pymc_weights():
-    return steindiag.stein_weights(pymc_trace(), pymc_model(), missing_mass=False)
+    return steindiag.stein_weights(pymc_trace(), pymc_model(), mode_search=False)
 
 
 @functools.cache
@@ -530,7 +530,7 @@ def diagnose_bad_chain_log_density():
 def diagnose_no_missing_mass():
     x, s = exact()
     return steindiag.diagnose(x, score=s, log_density=gaussian_log_density, rng=3,
-                              missing_mass=False, n_bootstrap=N_BOOT_DIAGNOSE,
+                              mode_search=False, n_bootstrap=N_BOOT_DIAGNOSE,
                               n_permutations=N_BOOT_DIAGNOSE)
 
 
@@ -658,43 +658,43 @@ def weighted_summary_pymc():
 @case()
 def stein_thin_array():
     x, s = biased()
-    return steindiag.stein_thin(x, score=s, n_points=20)
+    return steindiag.stein_thin(x, score=s, n_selected=20)
 
 
 @case()
 def stein_thin_array_info():
     x, s = bad_chain()
-    return steindiag.stein_thin(x, score=s, n_points=25, return_info=True, kernel="gaussian")
+    return steindiag.stein_thin(x, score=s, n_selected=25, return_info=True, kernel="gaussian")
 
 
 @case()
 def stein_thin_one_chain():
     x, s = exact()
-    return steindiag.stein_thin(x[2], score=s[2], n_points=12)
+    return steindiag.stein_thin(x[2], score=s[2], n_selected=12)
 
 
 @case()
 def stein_thin_regularized():
     x, _ = biased()
     return steindiag.stein_thin(x, score=gaussian_score, log_density=gaussian_log_density,
-                                n_points=20, regularized=True, return_info=True, rng=0)
+                                n_selected=20, regularized=True, return_info=True, rng=0)
 
 
 @case()
 def stein_thin_dataarray():
     theta, score, _ = labelled()
-    return steindiag.stein_thin(theta, score=score, n_points=10)
+    return steindiag.stein_thin(theta, score=score, n_selected=10)
 
 
 @case("pymc", inputs=PYMC)
 def stein_thin_pymc():
-    return steindiag.stein_thin(pymc_trace(), pymc_model(), n_points=15, rng=1)
+    return steindiag.stein_thin(pymc_trace(), pymc_model(), n_selected=15, rng=1)
 
 
 @case("pymc", inputs=PYMC)
 def stein_thin_pymc_regularized_info():
-    return steindiag.stein_thin(pymc_trace(), pymc_model(), n_points=15, regularized=True,
-                                strength=0.5, return_info=True, missing_mass=False)
+    return steindiag.stein_thin(pymc_trace(), pymc_model(), n_selected=15, regularized=True,
+                                strength=0.5, return_info=True, mode_search=False)
 
 
 # ------------------------------------------------------------------ stein_variational
