@@ -1,4 +1,47 @@
-"""steindiag: kernel Stein discrepancy diagnostics for MCMC output."""
+"""steindiag: kernel Stein discrepancy diagnostics for MCMC output.
+
+The modules, by layer (a layer imports only the layers below it; ``.importlinter``, and the
+docs' Architecture page):
+
+Plots and accessors:
+
+- ``accessors``: the ``stein`` accessor on ``xarray.DataTree`` and ArviZ's ``InferenceData``;
+- ``plots``: one module per plot (``plot_ksd``, ``plot_ksd_chains``, ``plot_mmd``, ...).
+
+User functions (validate -> read once -> methods -> outputs; none imports another):
+
+- ``_diagnose``: ``diagnose``, a verdict per chain and pooled, with its evidence;
+- ``_ksd``: ``ksd`` and ``ksd_path``, KSD values and running curves;
+- ``gof``: ``ksd_test``, the KSD goodness-of-fit test;
+- ``_mmd``: ``mmd``, MMD between chains or two samples, with permutation p-values;
+- ``weights``: ``stein_weights`` and ``weighted_summary``;
+- ``thinning``: ``stein_thin``, Stein thinning;
+- ``variational``: ``stein_variational``, SVGD on existing draws;
+- ``control_variates``: ``control_variates``, posterior means with Stein control variates;
+- ``scores``: ``add_scores``, a model's scores computed once and stored in the trace;
+- ``estimation``: ``min_ksd_fit``, minimum-KSD estimation.
+
+Input and output (neither imports the other):
+
+- ``inputs``: any container + score source, read once into a ``PendingInput``;
+- ``outputs``: labelled results, the result classes, results written back into traces.
+
+Array level and the maths (NumPy and Numba; no xarray):
+
+- ``methods``: the methods on prepared (chain, draw, d) arrays;
+- ``kernels``: base kernels, the preconditioner, the Langevin Stein kernel (Numba);
+- ``stats``: NumPy statistics on the engine's sums, and ``diagnose``'s decision rules;
+- ``engine``: the compiled Stein-kernel passes, on this machine's threads or a cluster.
+
+Shared bottom (none imports another):
+
+- ``_validate``: the shared argument checkers, called once, up front;
+- ``_types``: plain containers passed between layers (``PendingInput``, ``SteinInput``);
+- ``_containers``: reading and writing xarray / ArviZ containers (groups, sample dims);
+- ``_attrs``: result attributes every netCDF and Zarr writer can store;
+- ``_docs``: shared numpydoc parameter entries and ``fill_doc``;
+- ``_version``: the version string.
+"""
 
 from steindiag._ksd import ksd, ksd_path
 from steindiag.gof import ksd_test

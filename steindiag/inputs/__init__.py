@@ -9,16 +9,36 @@ Data flow::
       -> the caller's checks that need the draws (preconditioner, sizes)
       -> PendingInput.with_scores(): scores evaluated or loaded -> SteinInput
 
-Modules: ``_read`` (the reading step and its readers' order), ``_arrays`` (the axes of
-plain arrays), ``_trace`` and ``_trace_model`` (labelled traces; a PyMC model's value
-variables, nutpie's and ``add_scores``' stored gradients), ``_labels`` (the one labelling
-rule), ``_space`` (checks of the space draws and scores are in), ``_checks`` (checks shared
-by the readers), ``_functions`` (the score source: score and log p at new points),
-``_columns`` (a trace's own variables, for summaries), ``_sampler`` (the sampler's
-divergences), ``_differences`` (finite differences of a log density), ``_emcee``,
-``_stan``, ``_jax`` and ``_numpyro`` (samplers' own objects, their libraries imported only
-when such an object is given), ``_pymc``, ``_pymc_values``, ``_pymc_functions`` and
-``_pymc_prior`` (PyMC models' batched graphs, imported only when a model is given).
+The reading step and what every reader shares:
+
+- ``_read``: ``read_input``, the one reading step, and the readers' order (``_READERS``);
+- ``_functions``: ``ScoreSource``, the target's score and log p at new points;
+- ``_checks``: checks shared by the readers (space, compile mode, the scores' scale);
+- ``_labels``: the one labelling rule (``theta[a]``, ``theta[0]``, ``Sigma[0, 1]``);
+- ``_space``: checks that the draws are in the space the caller says;
+- ``_sampler``: the sampler's divergences stored in a trace (``SamplerWarnings``).
+
+The readers (a sampler's library is imported only when its object is given):
+
+- ``_arrays``: plain arrays, the layout of their axes (``sample_dims``) and their scores;
+- ``_trace``: labelled containers (InferenceData, DataTree, Dataset, DataArray);
+- ``_trace_model``: a PyMC model's unconstrained draws in a trace; stored scores (nutpie);
+- ``_emcee``: emcee's ``EnsembleSampler`` (walkers as chains, its ``log_prob_fn``);
+- ``_stan``: a pystan 3 fit with its model, or a CmdStanPy fit with a BridgeStan model;
+- ``_jax``: JAX positions (pytrees, BlackJAX) and JAX log densities (``jax.grad``);
+- ``_numpyro``: a numpyro ``MCMC``, its latent sites in numpyro's unconstrained space.
+
+PyMC models as score sources (PyMC imported only when a model is given):
+
+- ``_pymc``: the model's layout, unconstrained draws and batched grad log p;
+- ``_pymc_functions``: batched log p and score callables, for methods that move points;
+- ``_pymc_values``: constrained values and deterministics at unconstrained draws;
+- ``_pymc_prior``: prior draws as overdispersed starts, in the unconstrained layout.
+
+For the summaries and checks:
+
+- ``_columns``: a trace's own variables as columns, and weights read against its draws;
+- ``_differences``: central finite differences of a log density (check or derive a score).
 """
 
 from steindiag._types import PendingInput, SteinInput

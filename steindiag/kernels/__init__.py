@@ -3,6 +3,10 @@
 Every function that takes ``kernel=`` accepts the name (``"imq"``, ``"gaussian"``,
 ``"matern32"``, ``"matern52"``) or one of these objects, e.g.
 ``steindiag.ksd(x, score=s, kernel=steindiag.kernels.IMQ(c=2.0, beta=-0.3))``.
+
+- ``base``: the base kernels as frozen dataclasses, ``make_kernel`` (name or object);
+- ``preconditioner``: the kernel's length scales, fixed once from the pooled draws;
+- ``_stein``: Numba, the Langevin Stein kernel of each base kernel, pair by pair.
 """
 
 from steindiag.kernels.base import (

@@ -1,8 +1,21 @@
-"""Methods built on the Stein kernel's products (no xarray here).
+"""Array level: the methods, on prepared draws and scores (chain, draw, d).
 
-- ``weights``: KSD-optimal weights' solvers, their certificate and memory checks;
-- ``active_set``: the exact active-set solver of the weights' simplex QP;
+NumPy in, NumPy or small dataclasses out. Nothing here reads input or labels results,
+and nothing imports xarray, pandas, PyMC, ArviZ, JAX or matplotlib (``.importlinter``).
+
+- ``ksd``: KSD of prepared draws from the engine's one pass or the Nystrom estimator;
+- ``nystrom``: the ``estimator=`` option's checks and the Nystrom branch of the KSD passes;
+- ``ksd_test``: the KSD test's bootstrap plan and its statistics, per chain and pooled;
+- ``mmd``: MMD between chains or two samples, and its block-permutation tests;
+- ``evidence``: ``diagnose``'s evidence: max-T KSD tests, the chains' agreement, stuck chains;
+- ``missing_mass``: the search for probability mass the draws never visited;
+- ``search``: that search run from a score source, as ``diagnose`` and the corrections run it;
+- ``corrections``: the checks behind ``CorrectionWarning`` (divergences, unvisited mass, KSD);
+- ``weights``: the KSD weights QP's solvers (active set, Frank-Wolfe, piqp), one certificate;
+- ``active_set``: the exact active-set solver of the weights QP (Lawson-Hanson, NNLS form);
 - ``thinning``: greedy (and regularised) Stein thinning's selection;
 - ``variational``: the SVGD iteration (AdaGrad steps, median bandwidth);
+- ``control_variates``: Stein control variates' designs and cross-fitted regressions;
+- ``cv_estimate``: control-variate means and sds: the estimators by name, ``"auto"``'s choice;
 - ``estimation``: minimum-KSD estimation's objective, gradient and solvers.
 """

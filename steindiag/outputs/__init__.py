@@ -2,12 +2,16 @@
 
 Every module turns one function's array results into what users get: a Dataset or
 DataArray with dims, coords and netCDF-safe attrs, a result dataclass, the draws in the
-caller's own container, or a report. None of them reads input or computes statistics.
+caller's own container, or a report. None of them reads input or runs a method.
 
-Modules: ``ksd`` (``ksd``, ``ksd_path``; the attrs every KSD result carries),
-``ksd_test``, ``mmd``, ``diagnosis`` (:class:`Diagnosis`, its report and the advice chosen
-from the reason's code), ``weights`` (``stein_weights``, ``weighted_summary``),
-``thinning`` (the thinned draws in the input's type), ``variational`` (the moved draws),
-``control_variates``, ``estimation`` (``min_ksd_fit``), ``traces`` (scores stored in a
-trace's sampler statistics).
+- ``ksd``: the Datasets of ``ksd`` and ``ksd_path``, and the attrs every KSD result carries;
+- ``ksd_test``: the Dataset of ``ksd_test`` (statistics, p-values, the bootstrap plan);
+- ``mmd``: the DataArray of ``mmd`` (MMD^2, the p-values as its coordinates);
+- ``diagnosis``: :class:`Diagnosis`, its report, the advice chosen by the reason's code;
+- ``weights``: the DataArray of ``stein_weights`` and the table of ``weighted_summary``;
+- ``thinning``: the thinned draws in the input's own type, and ``SteinThinning``;
+- ``variational``: the moved draws in the input's type, and ``SteinVariational``;
+- ``control_variates``: the Dataset of ``control_variates``, along ``label``;
+- ``estimation``: ``MinKSDFit``, the result of ``min_ksd_fit``;
+- ``traces``: scores written into a trace's sampler statistics (``add_scores``).
 """

@@ -30,6 +30,16 @@ class Diagnosis(xr.Dataset):
     ``steindiag._attrs``), so every engine writes it; :meth:`from_dataset` (or
     ``Diagnosis(dataset)``) turns a reopened file back into a Diagnosis, which prints the
     same report.
+
+    Parameters
+    ----------
+    data_vars : xarray.Dataset or mapping, optional
+        A saved result, whose variables, coords and attrs are taken; or the data variables,
+        as for ``xarray.Dataset``.
+    coords : mapping, optional
+        Coordinates, as for ``xarray.Dataset`` (none with a Dataset: they come from it).
+    attrs : mapping, optional
+        Attributes, stored as netCDF can hold them (with a Dataset: instead of its own).
     """
 
     __slots__ = ()

@@ -12,10 +12,13 @@ Two looks, one set of numbers:
 
 Neither path calls ``show`` unless ``show=True``.
 
-One module per plot: ``running_ksd`` (:func:`plot_ksd`),
-``chains`` (:func:`plot_ksd_chains`),
-``stein_kernel`` (:func:`plot_stein_kernel`) and
-``mmd`` (:func:`plot_mmd`); shared checks live in ``_common``.
+One module per plot:
+
+- ``running_ksd``: :func:`plot_ksd`, the running KSD against the number of draws;
+- ``chains``: :func:`plot_ksd_chains`, each chain's final KSD against its i.i.d. floor;
+- ``stein_kernel``: :func:`plot_stein_kernel`, the four terms of the 1-D Stein kernel;
+- ``mmd``: :func:`plot_mmd`, a heat map of the MMD^2 between every pair of chains;
+- ``_common``: the checks and helpers the plots share (validation, figures, log ticks).
 """
 
 from steindiag.plots.chains import plot_ksd_chains
