@@ -2,7 +2,7 @@
 
 Data flow: input (arrays | DataArray | InferenceData | DataTree | Dataset) + score
 source -> ``_control_variates_iv`` (every option checked) -> ``inputs.read_input``
-(draws and scores (chain, draw, d) in the unconstrained space) -> ``inputs.read_rows``
+(draws and scores (chain, draw, d) in the unconstrained space) -> ``inputs._columns.read_rows``
 (the quantities summarised: the trace's variables in their own, constrained, space,
 aligned draw by draw; user functions) -> ``methods.cv_estimate`` (cross-fitted
 regressions, one factorisation per fold shared by every quantity; ArviZ's MCSE of the

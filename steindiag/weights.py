@@ -8,7 +8,7 @@ interior point of piqp; the same optimality certificate for all) ->
 ``methods.corrections.check_correction`` (divergences, unvisited mass, a KSD far above its
 floor) -> ``outputs.weights`` (a labelled ``xarray.DataArray``).
 
-``weighted_summary`` reads the trace's own variables (``inputs.read_columns``), computes
+``weighted_summary`` reads the trace's own variables (``inputs._columns.read_columns``), computes
 ``stats.weighted`` statistics and labels them like ``arviz.summary``.
 """
 
