@@ -1,8 +1,33 @@
 """Time per SVGD step (stein_variational) and of its kernel sum, fused vs BLAS path;
-with --tuning, the KSD that SVGD's settings reach on two PyMC cases.
+with --tuning, the KSD that SVGD's settings reach on two PyMC cases; with --at-size, SVGD
+at the size users have (issue 37), against one KSD pass measured in the same run.
 
 Run:  python benchmarks/bench_svgd.py [--quick]
       PYTHONPATH=$PWD python benchmarks/bench_svgd.py --tuning [--steps 500]
+      PYTHONPATH=$PWD python benchmarks/bench_svgd.py --at-size [--part gaussian|logistic|
+          radon|numpyro|all] [--repeats 3]
+
+--at-size (results in benchmarks/results/svgd.md, "SVGD at the size users have"):
+  - gaussian: the target N(m, S) in d = 89 (S = Q diag(lambda) Q^T, Q a random orthogonal
+    matrix, lambda log-spaced from 1 to ``--condition`` = 300), N = 4000 particles from
+    mean-field ADVI's fixed point N(m, diag(1 / diag(S^-1))), under-dispersed and
+    uncorrelated; score -S^-1 (x - m). For each repeat: the time of one KSD pass on the
+    initial particles (``steindiag.ksd`` on arrays, median of 3), a default run of
+    ``stein_variational`` (wall time, steps, stop reason, KSD / floor), the first recorded
+    step whose KSD is within 5 % of the floor and the wall time of a run stopped there
+    (``n_steps`` = that step: the same path), and the KL divergence of the Gaussian fitted
+    to the particles from the target (an independent check the KSD does not make). Once:
+    the former defaults (AdaGrad, step 0.01 annealed to 0.001, per-coordinate scales, KSD
+    at every step, 500 steps).
+  - logistic: the 23-parameter hierarchical logistic model of tests/hierarchical_models.py
+    (20 groups): pm.sample's own time (4 x 1000 draws, 1000 tuning steps), 4000 draws of a
+    mean-field ADVI fit (30,000 iterations) moved by ``stein_variational`` (new and former
+    defaults), with the moments of the particles against the NUTS draws.
+  - radon: the radon ADVI case of --tuning (1000 particles, d = 89), new and former
+    defaults.
+  - numpyro: numpyro.contrib.einstein.SVGD on the same particles and target as the
+    Gaussian case, at N = 400 (numpyro's step computes every pair's gradient of the
+    particle loss: about 0.7 s a step at N = 400, minutes at N = 4000).
 
 --tuning (results in benchmarks/results/svgd_tuning.md): the KSD of the particles before
 and after ``stein_variational`` for a grid of settings (kernel, step size, step decay) on
@@ -147,6 +172,264 @@ def tuning(args):
                   f"{float(result.ksd_iid[-1]):.3f} | {seconds:.0f} |", flush=True)
 
 
+# -- SVGD at the size users have (issue 37) ------------------------------------------------
+
+FORMER_DEFAULTS = dict(step_rule="adagrad", step_size=0.01, step_decay=10.0,
+                       svgd_preconditioner="standardize", ksd_every=1, tol=None, n_steps=500)
+
+
+def correlated_gaussian(n=4000, d=89, condition=300.0, seed=0):
+    """Mean-field particles of a correlated Gaussian target: (x0, score, mean, covariance)."""
+    rng = np.random.default_rng(seed)
+    rotation, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    covariance = (rotation * np.logspace(0, np.log10(condition), d)) @ rotation.T
+    precision = np.linalg.inv(covariance)
+    precision = 0.5 * (precision + precision.T)
+    mean = rng.standard_normal(d)
+    x0 = mean + rng.standard_normal((n, d)) / np.sqrt(np.diag(precision))
+
+    def score(x):
+        return -(x - mean) @ precision
+
+    return x0, score, mean, covariance
+
+
+def gaussian_kl(x, mean, covariance):
+    """KL(N(mean of x, cov of x) || N(mean, covariance)): the fitted Gaussian's divergence."""
+    precision = np.linalg.inv(covariance)
+    product = precision @ np.cov(x.T)
+    gap = x.mean(axis=0) - mean
+    return 0.5 * (np.trace(product) - len(mean) - np.linalg.slogdet(product)[1]
+                  + gap @ precision @ gap)
+
+
+def ksd_pass_seconds(x, s, repeats=3):
+    import steindiag
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        steindiag.ksd(x, score=s, progress=False)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def timed_svgd(*args, **options):
+    import warnings
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = stein_variational(*args, progress=False, **options)
+    return result, time.perf_counter() - start
+
+
+def first_within(result, factor=1.05):
+    """The first recorded step whose KSD is at most ``factor`` times its floor, or None."""
+    within = np.flatnonzero(result.ksd.values <= factor * result.ksd_iid.values)
+    return None if within.size == 0 else int(result.ksd["step"].values[within[0]])
+
+
+def describe(result, seconds, pass_seconds):
+    ksd, floor = result.ksd.values, result.ksd_iid.values
+    returned = int(result.attrs["svgd_returned_step"])
+    at = list(result.ksd["step"].values).index(returned)
+    return {"seconds": seconds, "passes": seconds / pass_seconds,
+            "steps": int(result.attrs["svgd_steps_run"]),
+            "reason": result.attrs["svgd_stop_reason"], "ksd0": float(ksd[0]),
+            "ksd": float(ksd[at]), "floor": float(floor[at]), "ratio": float(ksd[at] / floor[at]),
+            "reach": first_within(result)}
+
+
+def at_size_gaussian(args):
+    x0, score, mean, covariance = correlated_gaussian(condition=args.condition)
+    s0 = score(x0)
+    stein_variational(x0[:300], score=score, n_steps=2, progress=False)  # compile
+    ksd_pass_seconds(x0[:300], s0[:300], repeats=1)
+    iid = mean + np.random.default_rng(1).standard_normal(x0.shape) @ np.linalg.cholesky(
+        covariance).T
+    print(f"Gaussian d = 89, condition {args.condition:g}, N = 4000; KL of 4000 exact draws' "
+          f"fitted Gaussian {gaussian_kl(iid, mean, covariance):.3f}; mean-field start "
+          f"{gaussian_kl(x0, mean, covariance):.2f}; threads {numba.get_num_threads()}\n")
+    print("| run | KSD pass | wall | = passes | steps (reason) | KSD start -> returned / floor "
+          "| first step <= 1.05 floor | wall to it | = passes | KL returned |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for repeat in range(args.repeats):
+        pass_seconds = ksd_pass_seconds(x0, s0)
+        result, seconds = timed_svgd(x0, score=score)
+        row = describe(result, seconds, pass_seconds)
+        reach_seconds = float("nan")
+        if row["reach"] is not None:
+            _, reach_seconds = timed_svgd(x0, score=score, n_steps=max(row["reach"], 1),
+                                          tol=None)
+        print(f"| defaults, repeat {repeat + 1} | {pass_seconds:.3f} s | {seconds:.1f} s | "
+              f"{row['passes']:.0f} | {row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> "
+              f"{row['ksd']:.4f} / {row['floor']:.4f} = {row['ratio']:.3f} | {row['reach']} | "
+              f"{reach_seconds:.1f} s | {reach_seconds / pass_seconds:.0f} | "
+              f"{gaussian_kl(result.draws, mean, covariance):.3f} |", flush=True)
+    if args.former:
+        pass_seconds = ksd_pass_seconds(x0, s0)
+        result, seconds = timed_svgd(x0, score=score, **FORMER_DEFAULTS)
+        row = describe(result, seconds, pass_seconds)
+        print(f"| former defaults | {pass_seconds:.3f} s | {seconds:.1f} s | {row['passes']:.0f} "
+              f"| {row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> {row['ksd']:.4f} / "
+              f"{row['floor']:.4f} = {row['ratio']:.3f} | {row['reach']} | | | "
+              f"{gaussian_kl(result.draws, mean, covariance):.3f} |", flush=True)
+
+
+def unconstrained(trace, model):
+    """Pooled unconstrained draws and scores of a trace (what SVGD and the KSD see)."""
+    from steindiag.inputs import read_input
+
+    prepared = read_input(trace, model).with_scores()
+    d = prepared.draws.shape[-1]
+    return prepared.draws.reshape(-1, d), prepared.scores.reshape(-1, d)
+
+
+def logistic_cases():
+    """(model, NUTS trace, pm.sample seconds, ADVI trace, ADVI seconds); traces cached."""
+    import sys
+
+    import arviz as az
+    import pymc as pm
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from hierarchical_models import logistic_model
+
+    CACHE.mkdir(exist_ok=True)
+    model = logistic_model(n_groups=20)
+    timings = CACHE / "logistic_seconds.json"
+    import json
+
+    seconds = json.loads(timings.read_text()) if timings.exists() else {}
+    nuts_path, advi_path = CACHE / "logistic_nuts.nc", CACHE / "logistic_advi.nc"
+    if not nuts_path.exists():
+        start = time.perf_counter()
+        with model:
+            trace = pm.sample(1000, tune=1000, chains=4, random_seed=3, progressbar=False,
+                              compute_convergence_checks=False)
+        seconds["pm.sample"] = time.perf_counter() - start
+        trace.to_netcdf(nuts_path)
+    if not advi_path.exists():
+        start = time.perf_counter()
+        with model:
+            approx = pm.fit(n=30000, method="advi", random_seed=4, progressbar=False)
+            draws = approx.sample(4000, random_seed=5)
+        seconds["ADVI"] = time.perf_counter() - start
+        draws.to_netcdf(advi_path)
+    timings.write_text(json.dumps(seconds))
+    return (model, az.from_netcdf(nuts_path), seconds.get("pm.sample"),
+            az.from_netcdf(advi_path), seconds.get("ADVI"))
+
+
+def moment_errors(x, reference):
+    """Largest |mean error| / reference sd and the range of sd ratios, per coordinate."""
+    sd = reference.std(axis=0)
+    mean_error = np.abs(x.mean(axis=0) - reference.mean(axis=0)) / sd
+    ratio = x.std(axis=0) / sd
+    return f"{mean_error.max():.2f} | {ratio.min():.2f}-{ratio.max():.2f}"
+
+
+def at_size_pymc(args, name):
+    import logging
+
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    if name == "logistic":
+        model, nuts, sample_seconds, start, advi_seconds = logistic_cases()
+        reference, _ = unconstrained(nuts, model)
+        print(f"logistic (d = 23): pm.sample (4 x 1000 draws + 1000 tuning, cached run) "
+              f"{sample_seconds:.1f} s; ADVI 30,000 iterations + 4000 draws "
+              f"{advi_seconds:.1f} s\n")
+    else:
+        model, start = tuning_cases()["radon ADVI"]
+        reference = None
+    x0, s0 = unconstrained(start, model)
+    timed_svgd(start, model, n_steps=2)  # compile the model's score graph
+    print("| run | KSD pass | wall | = passes | steps (reason) | KSD start -> returned / "
+          "floor | max mean error / NUTS sd | sd / NUTS sd |")
+    print("|---|---|---|---|---|---|---|---|")
+    if reference is not None:
+        print(f"| ADVI draws | | | | | | {moment_errors(x0, reference)} |")
+    runs = [(f"defaults, repeat {i + 1}", {}) for i in range(args.repeats)]
+    if args.former:
+        runs.append(("former defaults", FORMER_DEFAULTS))
+    for label, options in runs:
+        pass_seconds = ksd_pass_seconds(x0, s0)
+        result, seconds = timed_svgd(start, model, **options)
+        row = describe(result, seconds, pass_seconds)
+        moved, _ = unconstrained(result.draws, model)
+        moments = moment_errors(moved, reference) if reference is not None else "| "
+        print(f"| {label} | {pass_seconds:.3f} s | {seconds:.1f} s | {row['passes']:.0f} | "
+              f"{row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> {row['ksd']:.4f} / "
+              f"{row['floor']:.4f} = {row['ratio']:.3f} | {moments} |", flush=True)
+
+
+def at_size_numpyro(args, n=400, steps=200, every=20):
+    """numpyro's SVGD (RBF kernel, median heuristic; Adagrad 0.05 as in its docs) and
+    steindiag's defaults from the same N particles of the Gaussian case."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    import numpyro
+    import numpyro.distributions as dist
+    from numpyro.contrib.einstein import SVGD, RBFKernel
+    from numpyro.optim import Adagrad
+
+    x0, score, mean, covariance = correlated_gaussian(condition=args.condition)
+    x0 = x0[:n]
+    from steindiag.kernels.preconditioner import make_preconditioner
+    from steindiag.methods.variational import _ksd_at
+
+    pre = make_preconditioner("standardize", x0, [str(i) for i in range(x0.shape[1])])
+
+    def model():
+        numpyro.sample("x", dist.MultivariateNormal(jnp.asarray(mean),
+                                                    covariance_matrix=jnp.asarray(covariance)))
+
+    svgd = SVGD(model, Adagrad(0.05), RBFKernel(), num_stein_particles=n)
+    state = svgd.init(jax.random.PRNGKey(0))
+    names = list(svgd.optim.get_params(state.optim_state))
+    state = state._replace(optim_state=svgd.optim.init({names[0]: jnp.asarray(x0)}))
+    update = jax.jit(svgd.update)
+    start = time.perf_counter()
+    jax.block_until_ready(update(state)[1])
+    compile_seconds = time.perf_counter() - start
+    print(f"numpyro {numpyro.__version__} SVGD vs steindiag, same {n} particles (Gaussian "
+          f"d = 89, condition {args.condition:g}); numpyro compile {compile_seconds:.1f} s\n")
+    print("| run | step | wall (no compile) | KSD / floor | KL |")
+    print("|---|---|---|---|---|")
+    seconds = 0.0
+    for step in range(1, steps + 1):
+        begin = time.perf_counter()
+        state, loss = update(state)
+        jax.block_until_ready(loss)
+        seconds += time.perf_counter() - begin
+        if step % every == 0:
+            x = np.asarray(svgd.get_params(state)[names[0]])
+            value, floor = _ksd_at(x, score(x), pre)
+            print(f"| numpyro SVGD, RBF, Adagrad 0.05 | {step} | {seconds:.1f} s | "
+                  f"{value:.4f} / {floor:.4f} = {value / floor:.3f} | "
+                  f"{gaussian_kl(x, mean, covariance):.2f} |", flush=True)
+    result, seconds = timed_svgd(x0, score=score)
+    row = describe(result, seconds, 1.0)
+    print(f"| steindiag defaults | {row['steps']} ({row['reason']}) | {seconds:.1f} s | "
+          f"{row['ksd']:.4f} / {row['floor']:.4f} = {row['ratio']:.3f} | "
+          f"{gaussian_kl(result.draws, mean, covariance):.2f} |")
+
+
+def at_size(args):
+    parts = ["gaussian", "logistic", "radon", "numpyro"] if args.part == "all" else [args.part]
+    for part in parts:
+        if part == "gaussian":
+            at_size_gaussian(args)
+        elif part == "numpyro":
+            at_size_numpyro(args)
+        else:
+            at_size_pymc(args, part)
+        print()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="N = 1000 only")
@@ -157,9 +440,19 @@ def main():
                         help="kernel:step_size:step_decay,... (decay 'none' for constant)")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--ksd-every", type=int, default=25)
+    parser.add_argument("--at-size", action="store_true", help="SVGD at the issue's sizes")
+    parser.add_argument("--part", choices=["gaussian", "logistic", "radon", "numpyro", "all"],
+                        default="all")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--condition", type=float, default=300.0)
+    parser.add_argument("--no-former", dest="former", action="store_false",
+                        help="skip the runs with the former defaults")
     args = parser.parse_args()
     if args.tuning:
         tuning(args)
+        return
+    if args.at_size:
+        at_size(args)
         return
     sizes = [(1000, 2), (1000, 50), (10000, 2), (10000, 50)]
     if args.quick:
@@ -185,7 +478,8 @@ def main():
 
         def run(n_steps, ksd_every):
             start = time.perf_counter()
-            stein_variational(x, score=lambda z: -z, n_steps=n_steps, ksd_every=ksd_every)
+            stein_variational(x, score=lambda z: -z, n_steps=n_steps, ksd_every=ksd_every,
+                              tol=None)
             return time.perf_counter() - start
 
         # Differences of whole runs, so that the steps run exactly as in use (one thread
