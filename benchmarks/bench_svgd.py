@@ -195,12 +195,16 @@ def correlated_gaussian(n=4000, d=89, condition=300.0, seed=0):
 
 
 def gaussian_kl(x, mean, covariance):
-    """KL(N(mean of x, cov of x) || N(mean, covariance)): the fitted Gaussian's divergence."""
+    """KL(N(mean of x, cov of x) || N(mean, covariance)) (the fitted Gaussian's divergence)
+    and the extreme eigenvalues of S^-1 Cov(x) (variance ratios along the worst
+    directions), as text."""
     precision = np.linalg.inv(covariance)
     product = precision @ np.cov(x.T)
     gap = x.mean(axis=0) - mean
-    return 0.5 * (np.trace(product) - len(mean) - np.linalg.slogdet(product)[1]
-                  + gap @ precision @ gap)
+    kl = 0.5 * (np.trace(product) - len(mean) - np.linalg.slogdet(product)[1]
+                + gap @ precision @ gap)
+    ratios = np.linalg.eigvals(product).real
+    return f"{kl:.3f} ({ratios.min():.2f}-{ratios.max():.2f})"
 
 
 def ksd_pass_seconds(x, s, repeats=3):
@@ -214,14 +218,38 @@ def ksd_pass_seconds(x, s, repeats=3):
     return float(np.median(times))
 
 
+class _TimedKSD:
+    """Wraps the KSD pass of SVGD's record to time every call: the median is a KSD pass on
+    the particles of that run, measured under the same load as its steps."""
+
+    def __init__(self):
+        from steindiag.methods import variational
+
+        self.module, self.original, self.seconds = variational, variational._ksd_at, []
+
+    def __enter__(self):
+        def timed(*args):
+            start = time.perf_counter()
+            out = self.original(*args)
+            self.seconds.append(time.perf_counter() - start)
+            return out
+
+        self.module._ksd_at = timed
+        return self
+
+    def __exit__(self, *exc):
+        self.module._ksd_at = self.original
+
+
 def timed_svgd(*args, **options):
+    """(result, wall seconds, median seconds of the run's own KSD passes)."""
     import warnings
 
     start = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _TimedKSD() as passes:
         warnings.simplefilter("ignore")
         result = stein_variational(*args, progress=False, **options)
-    return result, time.perf_counter() - start
+    return result, time.perf_counter() - start, float(np.median(passes.seconds))
 
 
 def first_within(result, factor=1.05):
@@ -248,33 +276,37 @@ def at_size_gaussian(args):
     ksd_pass_seconds(x0[:300], s0[:300], repeats=1)
     iid = mean + np.random.default_rng(1).standard_normal(x0.shape) @ np.linalg.cholesky(
         covariance).T
-    print(f"Gaussian d = 89, condition {args.condition:g}, N = 4000; KL of 4000 exact draws' "
-          f"fitted Gaussian {gaussian_kl(iid, mean, covariance):.3f}; mean-field start "
-          f"{gaussian_kl(x0, mean, covariance):.2f}; threads {numba.get_num_threads()}\n")
-    print("| run | KSD pass | wall | = passes | steps (reason) | KSD start -> returned / floor "
-          "| first step <= 1.05 floor | wall to it | = passes | KL returned |")
+    print(f"Gaussian d = 89, condition {args.condition:g}, N = 4000; KL (variance ratios) of "
+          f"4000 exact draws' fitted Gaussian {gaussian_kl(iid, mean, covariance)}; mean-field "
+          f"start {gaussian_kl(x0, mean, covariance)}; threads {numba.get_num_threads()}\n")
+    print("| run | KSD pass: ksd() / in the run | wall | = passes | steps (reason) | KSD start -> "
+          "returned / floor | first step <= 1.05 floor | wall to it | = passes | KL returned "
+          "(variance ratios) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for repeat in range(args.repeats):
-        pass_seconds = ksd_pass_seconds(x0, s0)
-        result, seconds = timed_svgd(x0, score=score)
-        row = describe(result, seconds, pass_seconds)
-        reach_seconds = float("nan")
-        if row["reach"] is not None:
-            _, reach_seconds = timed_svgd(x0, score=score, n_steps=max(row["reach"], 1),
-                                          tol=None)
-        print(f"| defaults, repeat {repeat + 1} | {pass_seconds:.3f} s | {seconds:.1f} s | "
-              f"{row['passes']:.0f} | {row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> "
-              f"{row['ksd']:.4f} / {row['floor']:.4f} = {row['ratio']:.3f} | {row['reach']} | "
-              f"{reach_seconds:.1f} s | {reach_seconds / pass_seconds:.0f} | "
-              f"{gaussian_kl(result.draws, mean, covariance):.3f} |", flush=True)
+    runs = [(f"defaults, repeat {i + 1}", {}) for i in range(args.repeats)]
+    runs.append(("standardize (no whitening)", dict(svgd_preconditioner="standardize")))
     if args.former:
-        pass_seconds = ksd_pass_seconds(x0, s0)
-        result, seconds = timed_svgd(x0, score=score, **FORMER_DEFAULTS)
-        row = describe(result, seconds, pass_seconds)
-        print(f"| former defaults | {pass_seconds:.3f} s | {seconds:.1f} s | {row['passes']:.0f} "
-              f"| {row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> {row['ksd']:.4f} / "
-              f"{row['floor']:.4f} = {row['ratio']:.3f} | {row['reach']} | | | "
-              f"{gaussian_kl(result.draws, mean, covariance):.3f} |", flush=True)
+        runs.append(("former defaults", FORMER_DEFAULTS))
+    for label, options in runs:
+        alone = ksd_pass_seconds(x0, s0)
+        result, seconds, in_run = timed_svgd(x0, score=score, **options)
+        row = describe(result, seconds, in_run)
+        reach = row["reach"]
+        if reach is None:
+            to_reach = "never | |"
+        elif options.get("step_rule") == "adagrad":
+            # Its schedule depends on n_steps: the same path cannot stop early, so the wall
+            # time to the step is read off the whole run (steps cost the same).
+            estimate = seconds * reach / row["steps"]
+            to_reach = f"{reach} | ~{estimate:.1f} s | ~{estimate / in_run:.0f}"
+        else:
+            _, reach_seconds, reach_pass = timed_svgd(x0, score=score, n_steps=max(reach, 1),
+                                                      tol=None, **options)
+            to_reach = f"{reach} | {reach_seconds:.1f} s | {reach_seconds / reach_pass:.0f}"
+        print(f"| {label} | {alone:.3f} / {in_run:.3f} s | {seconds:.1f} s | "
+              f"{row['passes']:.0f} | {row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> "
+              f"{row['ksd']:.4f} / {row['floor']:.4f} = {row['ratio']:.3f} | {to_reach} | "
+              f"{gaussian_kl(result.draws, mean, covariance)} |", flush=True)
 
 
 def unconstrained(trace, model):
@@ -345,8 +377,8 @@ def at_size_pymc(args, name):
         reference = None
     x0, s0 = unconstrained(start, model)
     timed_svgd(start, model, n_steps=2)  # compile the model's score graph
-    print("| run | KSD pass | wall | = passes | steps (reason) | KSD start -> returned / "
-          "floor | max mean error / NUTS sd | sd / NUTS sd |")
+    print("| run | KSD pass: ksd() / in the run | wall | = passes | steps (reason) | KSD start "
+          "-> returned / floor | max mean error / NUTS sd | sd / NUTS sd |")
     print("|---|---|---|---|---|---|---|---|")
     if reference is not None:
         print(f"| ADVI draws | | | | | | {moment_errors(x0, reference)} |")
@@ -354,12 +386,12 @@ def at_size_pymc(args, name):
     if args.former:
         runs.append(("former defaults", FORMER_DEFAULTS))
     for label, options in runs:
-        pass_seconds = ksd_pass_seconds(x0, s0)
-        result, seconds = timed_svgd(start, model, **options)
-        row = describe(result, seconds, pass_seconds)
+        alone = ksd_pass_seconds(x0, s0)
+        result, seconds, in_run = timed_svgd(start, model, **options)
+        row = describe(result, seconds, in_run)
         moved, _ = unconstrained(result.draws, model)
         moments = moment_errors(moved, reference) if reference is not None else "| "
-        print(f"| {label} | {pass_seconds:.3f} s | {seconds:.1f} s | {row['passes']:.0f} | "
+        print(f"| {label} | {alone:.3f} / {in_run:.3f} s | {seconds:.1f} s | {row['passes']:.0f} | "
               f"{row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> {row['ksd']:.4f} / "
               f"{row['floor']:.4f} = {row['ratio']:.3f} | {moments} |", flush=True)
 
@@ -410,12 +442,12 @@ def at_size_numpyro(args, n=400, steps=200, every=20):
             value, floor = _ksd_at(x, score(x), pre)
             print(f"| numpyro SVGD, RBF, Adagrad 0.05 | {step} | {seconds:.1f} s | "
                   f"{value:.4f} / {floor:.4f} = {value / floor:.3f} | "
-                  f"{gaussian_kl(x, mean, covariance):.2f} |", flush=True)
-    result, seconds = timed_svgd(x0, score=score)
+                  f"{gaussian_kl(x, mean, covariance)} |", flush=True)
+    result, seconds, _ = timed_svgd(x0, score=score)
     row = describe(result, seconds, 1.0)
     print(f"| steindiag defaults | {row['steps']} ({row['reason']}) | {seconds:.1f} s | "
           f"{row['ksd']:.4f} / {row['floor']:.4f} = {row['ratio']:.3f} | "
-          f"{gaussian_kl(result.draws, mean, covariance):.2f} |")
+          f"{gaussian_kl(result.draws, mean, covariance)} |")
 
 
 def at_size(args):

@@ -103,24 +103,37 @@ def test_kernel_sums_match_explicit_matrices(kind, d):
                                    atol=1e-12 * np.abs(expected_values).max())
         np.testing.assert_allclose(got_grad, expected_grad, rtol=1e-11,
                                    atol=1e-12 * np.abs(expected_grad).max())
+    # The SVGD numerator (values = scores, m = d): the RBF's folded products and the
+    # IMQ's pass over pairs i <= j, against the same explicit matrices.
+    scores = rng.standard_normal((300, d))
+    expected = f @ scores + expected_grad
+    for method in ("fused", "gemm"):
+        got = _svgd_kernels.kernel_vector_sums(x, scores, a, kind=kind, c2=c2, beta=beta,
+                                               method=method, combine=True)
+        np.testing.assert_allclose(got, expected, rtol=1e-11,
+                                   atol=1e-12 * np.abs(expected).max())
 
 
 def test_kernel_sums_do_not_depend_on_the_number_of_threads():
     rng = np.random.default_rng(3)
     saved = numba.get_num_threads()
-    for d, method in ((2, "fused"), (7, "gemm")):
-        x = rng.standard_normal((900, d))
-        v = rng.standard_normal((900, d))
+    for d, method, kind in ((2, "fused", _svgd_kernels.RBF), (7, "gemm", _svgd_kernels.RBF),
+                            (7, "gemm", _svgd_kernels.IMQ)):
+        # 1300 points: 6 tiles, so the IMQ's round-robin rounds hold several pairs.
+        x = rng.standard_normal((1300, d))
+        v = rng.standard_normal((1300, d))
         results = []
-        for threads in (1, max(2, saved)):
+        for threads in (1, max(2, saved), 3):
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             try:
                 results.append(_svgd_kernels.kernel_vector_sums(
-                    x, v, 0.7, kind=_svgd_kernels.RBF, method=method, combine=True))
+                    x, v, 0.7, kind=kind, method=method, combine=True))
             finally:
                 numba.set_num_threads(saved)
-        # Truth: each row is one task summing in a fixed order, so bitwise equality.
-        np.testing.assert_array_equal(results[0], results[1])
+        # Truth: each row sums its terms in a fixed order (one task per row, or the
+        # rounds' order), so bitwise equality.
+        for other in results[1:]:
+            np.testing.assert_array_equal(other, results[0])
 
 
 @pytest.mark.parametrize("n", [2, 3, 60, 501])

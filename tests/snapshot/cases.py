@@ -712,7 +712,25 @@ def stein_variational_last_every():
     x, _ = bad_chain()
     return steindiag.stein_variational(x[:, :20], score=gaussian_score, n_steps=15,
                                        step_size=0.05, ksd_every=4, keep="last",
-                                       standardize=False)
+                                       svgd_preconditioner="identity")
+
+
+@case()
+def stein_variational_adagrad():
+    # The reference implementation's algorithm (the defaults before issue 37), to the end.
+    x, _ = biased()
+    return steindiag.stein_variational(x[:, :25], score=gaussian_score, n_steps=20,
+                                       step_size=0.05, step_rule="adagrad", step_decay=10.0,
+                                       svgd_preconditioner="standardize", ksd_every=1,
+                                       tol=None)
+
+
+@case()
+def stein_variational_stops():
+    # Long enough for the stopping rule (converged) and backtracking to act.
+    x, _ = biased()
+    return steindiag.stein_variational(x[:, :30], score=gaussian_score, n_steps=400,
+                                       step_size=0.3)
 
 
 @case("pymc", inputs=PYMC)
