@@ -40,7 +40,8 @@ Shared bottom (none imports another):
 - ``_containers``: reading and writing xarray / ArviZ containers (groups, sample dims);
 - ``_attrs``: result attributes every netCDF and Zarr writer can store;
 - ``_docs``: shared numpydoc parameter entries and ``fill_doc``;
-- ``_version``: the version string.
+- ``_version``: the version string;
+- ``_words``: counts and lists in words for messages and reports.
 """
 
 from steindiag._ksd import ksd, ksd_path

@@ -596,17 +596,19 @@ def _within_chains(draws, points):
 
     Within when its distance from the chain's mean is at most the ``_RANGE_QUANTILE``
     quantile of the chain's own draws' distances; the covariance's eigenvalues are
-    floored at 1e-12 of the largest (a chain stuck in a subspace).
+    floored at 1e-12 of the largest variance of all draws (a chain stuck in a subspace,
+    or at one point: then only that point is within).
     """
     n_chain, _, d = draws.shape
+    floor = 1e-12 * max(float(np.var(draws.reshape(-1, d), axis=0).max()), 1e-300)
     within = np.zeros((points.shape[0], n_chain), dtype=bool)
     for ch in range(n_chain):
         centred = draws[ch] - draws[ch].mean(axis=0)
         values, vectors = np.linalg.eigh(np.atleast_2d(np.cov(centred, rowvar=False)))
-        values = np.maximum(values, 1e-12 * max(values.max(), 1e-300))
-        whiten = vectors / np.sqrt(values)
-        radius = np.quantile(np.linalg.norm(centred @ whiten, axis=1), _RANGE_QUANTILE)
-        distance = np.linalg.norm((points - draws[ch].mean(axis=0)) @ whiten, axis=1)
+        whiten = vectors / np.sqrt(np.maximum(values, floor))
+        with np.errstate(over="ignore"):   # inf: far outside a chain that never moved
+            radius = np.quantile(np.linalg.norm(centred @ whiten, axis=1), _RANGE_QUANTILE)
+            distance = np.linalg.norm((points - draws[ch].mean(axis=0)) @ whiten, axis=1)
         within[:, ch] = distance <= radius
     return within
 

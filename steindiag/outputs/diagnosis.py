@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
+from steindiag._words import plural
 from steindiag.outputs.ksd_test import test_attrs
 from steindiag.stats import verdict as rules
 
@@ -133,14 +134,32 @@ _NEXT_STEP = {
                     "divergences are gone, then diagnose again."),
     "too_few_draws": _RUN_LONGER,
     "agreement_undecided": _RUN_LONGER,
-    "unvisited_mass": ("the chains missed a mode: start chains from overdispersed points or "
-                       "use a sampler that moves between modes (tempering); weights and "
-                       "thinning cannot create mass where no draw is."),
+    "unvisited_mass": ("the draws missed a mode: for MCMC, start chains from overdispersed "
+                       "points or use a sampler that moves between modes (tempering); an "
+                       "approximation (ADVI, Laplace) needs a sampler; weights and thinning "
+                       "cannot create mass where no draw is."),
     "chains_disagree": "the chains sampled different regions: run longer, from dispersed "
                        "starts.",
+    "chain_differs": "the chains sampled different regions: run longer, from dispersed "
+                     "starts.",
+    "stuck": ("a chain stopped moving (a step size that collapsed, a funnel's neck, a bad "
+              "start): rerun it, or leave it out with coords= and diagnose again."),
+    "far_off": ("the draws named spread far wider than the target: they are not from it "
+                "(prior draws, a run that has not converged, or draws and scores that do not "
+                "belong together: check space= and the model)."),
 }
 _NOT_FROM_TARGET = ("the draws are not from the target: check the sampler (step size, bias, "
                     "a bug), the model, and that the draws and the score belong together.")
+
+
+_MCMC_UNVISITED = ("the chains missed a mode: start chains from overdispersed points or use "
+                   "a sampler that moves between modes (tempering); weights and thinning "
+                   "cannot create mass where no draw is.")
+_LONE_CHAIN = ("only {chain}'s own KSD test rejects (p = {p:.2g}); the pooled test and the "
+               "other chains' do not. Either that chain sampled badly (look at its trace, "
+               "step size and divergences) or this is one of the false alarms the level "
+               "allows (at most alpha = {alpha:g} of healthy runs in all): rerun that chain "
+               "with another seed to tell them apart.")
 
 
 def next_step(code):
@@ -148,45 +167,173 @@ def next_step(code):
     return _NEXT_STEP.get(code, _NOT_FROM_TARGET)
 
 
+def _next(result, level):
+    """The advice for this result: by the pooled reason's code, told apart where the code
+    alone would mislead (a lone rejected chain; a missed mode of MCMC chains)."""
+    code = _pooled_code(result)
+    if code == "unvisited_mass" and "divergences" in result:
+        return _MCMC_UNVISITED
+    if code == "chains_rejected":
+        p = result["pvalue"].values
+        rejected = np.flatnonzero(result["pvalue_reliable"].values & (p <= level))
+        if (rejected.size == 1 and result["pvalue_pooled"].item() > level
+                and not float(result["agreement_pvalue"]) <= level):
+            k = rejected[0]
+            return _LONE_CHAIN.format(chain=f"chain {result['chain'].values[k]}", p=p[k],
+                                      alpha=result.attrs["alpha"])
+    return next_step(code)
+
+
+def _table(result):
+    """The verdicts with the statistic behind each (``statistic*`` variables), or the plain
+    KSD for a result saved before they were stored."""
+    decided = "statistic" in result
+    ksd, floor = (("statistic_ksd", "statistic_floor") if decided else ("ksd", "ksd_iid"))
+    divergent = "divergences" in result
+    lines = [f"  {'chain':>8} {'verdict':>13} {'statistic':>20} {'KSD':>9} {'floor':>9} "
+             f"{'p':>7} {'reliable':>8} {'eff. draws':>10}"
+             + (" divergences" if divergent else "")]
+    def value(name, k=None):
+        """The deciding statistic's value, or the plain KSD of all draws where no test ran."""
+        plain = {"statistic_ksd": "ksd", "statistic_floor": "ksd_iid"}.get(name, name)
+        if k is None:
+            got = result[f"{name}_pooled"].item()
+            return got if np.isfinite(got) else result[f"{plain}_pooled"].item()
+        got = result[name].values[k]
+        return got if np.isfinite(got) else result[plain].values[k]
+
+    rows = [(str(ch), result["verdict"].values[k],
+             str(result["statistic"].values[k]) if decided else "plain",
+             value(ksd, k), value(floor, k), result["pvalue"].values[k],
+             bool(result["pvalue_reliable"].values[k]), result["effective_draws"].values[k],
+             int(result["divergences"].values[k]) if divergent else None)
+            for k, ch in enumerate(result["chain"].values)]
+    rows.append(("pooled", result["verdict_pooled"].item(),
+                 str(result["statistic_pooled"].item()) if decided else "plain",
+                 value(ksd), value(floor),
+                 result["pvalue_pooled"].item(), bool(result["pvalue_reliable_pooled"].item()),
+                 result["effective_draws_pooled"].item(), None))
+    for label, verdict, name, value, low, p, ok, eff, div in rows:
+        lines.append(f"  {label:>8} {verdict:>13} {name or '-':>20} {value:9.3g} {low:9.3g} "
+                     f"{p:7.3g} {str(ok):>8} {eff:10.0f}"
+                     + (f" {div:11d}" if div is not None else ""))
+    return lines
+
+
+def _moment_phrase(name, location_z, spread, spread_z):
+    """'mu too low (mean score z = 5.2)' or 'tau too narrow (variance 0.61 of p's, z = -7)'."""
+    if np.isfinite(location_z) and (not np.isfinite(spread_z)
+                                    or abs(location_z) >= abs(spread_z)):
+        return f"{name} too {'low' if location_z > 0 else 'high'} (mean score z = {location_z:.2g})"
+    side = "narrow" if spread < 1 else "wide"
+    return f"{name} too {side} (variance {spread:.2g} of the target's, z = {spread_z:.2g})"
+
+
+def _driven_by(result, chain_index=None):
+    """The parameters whose score moments drive a KSD rejection (a chain's, or pooled)."""
+    if chain_index is None:
+        if "score_location_z_pooled" not in result:
+            return ""
+        location = result["score_location_z_pooled"].values
+        spread = result["score_spread_pooled"].values
+        spread_z = result["score_spread_z_pooled"].values
+    else:
+        if "score_location_z" not in result:
+            return ""
+        location = result["score_location_z"].values[chain_index]
+        spread = result["score_spread"].values[chain_index]
+        spread_z = result["score_spread_z"].values[chain_index]
+    strength = np.fmax(np.abs(location), np.abs(spread_z))
+    picked, significant = rules.named(strength, top=2)
+    names = result["parameter"].values
+    parts = [_moment_phrase(names[k], location[k], spread[k], spread_z[k]) for k in picked]
+    if not parts:
+        return ""
+    if not significant:
+        return ("no parameter's mean or spread stands out (most off: " + parts[0]
+                + "); the difference is in the shape or in how parameters move together")
+    return ", ".join(parts)
+
+
+def _where(result, level):
+    """At most three lines naming the chains and parameters a rejection comes from."""
+    lines = []
+    names = result["parameter"].values if "parameter" in result.coords else []
+    agreement = float(result["agreement_pvalue"])
+    if ("chain_shift" in result and bool(result["agreement_reliable"])
+            and np.isfinite(agreement) and agreement <= level):
+        shifts = result["chain_shift"].values
+        picked, significant = rules.named(shifts, top=shifts.size, alpha=level)
+        cells = [np.unravel_index(k, shifts.shape) for k in picked]
+        parts, seen = [], []
+        for c, _ in cells:
+            if c in seen or len(seen) == 2:
+                continue
+            seen.append(c)
+            params = [k for cc, k in cells if cc == c][:2]
+            detail = ", ".join(f"{names[k]} (z = {shifts[c, k]:.2g})" for k in params)
+            parts.append(f"chain {result['chain'].values[c]} in {detail}")
+        if parts:
+            lines.append(f"  where: {'differing' if significant else 'differing most'} from "
+                         f"the other chains: {'; '.join(parts)}")
+    if "score_spread" in result and "reason_code" in result:
+        for k, ch in enumerate(result["chain"].values):
+            if result["reason_code"].values[k] == "far_off" and len(lines) < 2:
+                spread = result["score_spread"].values[k]
+                widest = np.argsort(-np.abs(np.nan_to_num(spread)))[:2]
+                lines.append(f"  where: chain {ch} is too wide in " + ", ".join(
+                    f"{names[j]} (variance {spread[j]:.2g} of the target's)" for j in widest))
+    driven = []
+    if "reason_code_pooled" in result and result["reason_code_pooled"].item() == "ksd_rejects":
+        driven.append(("pooled", _driven_by(result)))
+    for k, ch in enumerate(result["chain"].values):
+        if "reason_code" in result and result["reason_code"].values[k] == "ksd_rejects":
+            driven.append((f"chain {ch}", _driven_by(result, k)))
+    driven = [f"{who}: {what}" for who, what in driven if what]
+    if driven:
+        lines.append(f"  where the KSD tests point: {'; '.join(driven[:3])}"
+                     + (f"; and {len(driven) - 3} more" if len(driven) > 3 else ""))
+    return lines
+
+
+def _agreement_line(result, level):
+    p_agree = float(result["agreement_pvalue"])
+    floor = float(result["agreement_min_pvalue"]) if "agreement_min_pvalue" in result else 0.0
+    if floor > level:
+        return (f"not decided: with so few blocks of draws the test's smallest attainable "
+                f"p-value is {floor:.2g} > {level:.2g}")
+    if not np.isfinite(p_agree) or not bool(result["agreement_reliable"]):
+        return "not decided (too few blocks of draws per chain for the level)"
+    if p_agree <= level:
+        return f"no: the MMD test of agreement rejects (p = {p_agree:.2g} <= {level:.2g})"
+    return f"yes: the MMD test of agreement does not reject (p = {p_agree:.2g} > {level:.2g})"
+
+
+def _blocks_line(result):
+    lag, kept = int(result.attrs["thinning_lag"]), int(result.attrs["kept_draws"])
+    statistics = result.attrs.get("ksd_statistics", "")
+    if kept == 0:
+        return "  KSD tests: not run (no chain left to test)"
+    if lag <= 1:
+        return (f"  KSD test on every draw ({kept} per chain, nearly independent); "
+                f"statistics: {statistics}")
+    return (f"  KSD test on blocks of {lag} draws ({plural(kept, 'block')} per chain; draws "
+            f"at least {lag} apart are nearly independent); statistics: {statistics}")
+
+
 def report(result):
     """The text of ``print(diagnose(...))``: verdicts, evidence, what to do next."""
+    level = result.attrs["test_level"]
     lines = [f"steindiag.diagnose: {result['verdict_pooled'].item().upper()}",
              f"  why: {result['reason_pooled'].item()}",
-             f"  next: {next_step(_pooled_code(result))}",
-             "",
-             f"  {'chain':>8} {'verdict':>13} {'KSD':>9} {'floor':>9} {'p':>7} "
-             f"{'reliable':>8} {'eff. draws':>10}" + (" divergences" if "divergences"
-                                                      in result else "")]
-    for k, ch in enumerate(result["chain"].values):
-        row = (f"  {str(ch):>8} {result['verdict'].values[k]:>13} "
-               f"{result['ksd'].values[k]:9.3g} {result['ksd_iid'].values[k]:9.3g} "
-               f"{result['pvalue'].values[k]:7.3g} {str(bool(result['pvalue_reliable'].values[k])):>8} "
-               f"{result['effective_draws'].values[k]:10.0f}")
-        if "divergences" in result:
-            row += f" {int(result['divergences'].values[k]):11d}"
-        lines.append(row)
-    lines.append(
-        f"  {'pooled':>8} {result['verdict_pooled'].item():>13} "
-        f"{result['ksd_pooled'].item():9.3g} {result['ksd_iid_pooled'].item():9.3g} "
-        f"{result['pvalue_pooled'].item():7.3g} "
-        f"{str(bool(result['pvalue_reliable_pooled'].item())):>8} "
-        f"{result['effective_draws_pooled'].item():10.0f}")
-    lines.append("")
-    level = result.attrs["test_level"]
-    if result.sizes["chain"] > 1:
-        p_agree = float(result["agreement_pvalue"])
-        if not np.isfinite(p_agree) or not bool(result["agreement_reliable"]):
-            said = "not decided (too few blocks of draws per chain)"
-        elif p_agree <= level:
-            said = f"no: the MMD test of agreement rejects (p = {p_agree:.2g} <= {level:.2g})"
-        else:
-            said = f"yes, as far as the MMD test of agreement sees (p = {p_agree:.2g})"
-        lines.append(f"  chains agree: {said}")
-    lines.append(f"  KSD test on blocks of {result.attrs['thinning_lag']} draws "
-                 f"({result.attrs['kept_draws']} per chain; draws "
-                 f"{result.attrs['thinning_lag']} apart are nearly independent); statistics: "
-                 f"{result.attrs.get('ksd_statistics', '')}")
-    if "detectable_shift" in result.attrs:
+             f"  next: {_next(result, level)}",
+             "", *_table(result), ""]
+    lines += _where(result, level)
+    tested = int(result.attrs["kept_draws"]) > 0
+    if result.sizes["chain"] > 1 and tested:
+        lines.append(f"  chains agree: {_agreement_line(result, level)}")
+    lines.append(_blocks_line(result))
+    if "detectable_shift" in result.attrs and tested:
         lines.append(f"  power: with {result['effective_draws_pooled'].item():.0f} effective "
                      f"draws, a shift of the mean by about "
                      f"{result.attrs['detectable_shift']:.2g} posterior sd is detected 80 % "
@@ -218,17 +365,19 @@ def _pooled_code(result):
     return "no_rejection" if result["verdict_pooled"].item() == rules.FITS else ""
 
 
-def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_iid_pooled,
-                      chain, found, search, attrs):
+def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, chain, parameters, gathered,
+                      found, attrs):
     """The :class:`Diagnosis` of the verdicts and their evidence.
 
     ``verdicts``: (verdicts, codes, reasons) of the chains; ``pooled``: (verdict, code,
     reason); ``per_chain``: each chain's ``ksd``, ``ksd_iid``, ``pvalue_unadjusted`` and
-    ``effective_draws``; ``found``: the sampler's divergences (or None); ``search``: the
-    missing-mass search's result (or None); ``attrs``: the result's attrs.
+    ``effective_draws``; ``gathered``: what ``methods.evidence.gather`` measured (the KSD
+    values, the Stein moments, the chains' shifts, the search); ``found``: the sampler's
+    divergences (or None); ``attrs``: the result's attrs.
     """
     (chain_verdicts, chain_codes, reasons), (verdict_pooled, code_pooled, reason_pooled) = (
         verdicts, pooled)
+    values, search = gathered.values, gathered.search
     data_vars = {
         "verdict": (("chain",), chain_verdicts, {"long_name": "verdict of each chain"}),
         "verdict_pooled": ((), verdict_pooled, {"long_name": "verdict, all chains"}),
@@ -240,10 +389,10 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_
                                {"long_name": "what decided the pooled verdict (a reason "
                                              "code)"}),
         "ksd": (("chain",), per_chain["ksd"], {"long_name": "KSD of each chain"}),
-        "ksd_pooled": ((), float(ksd_pooled), {"long_name": "KSD of all chains pooled"}),
+        "ksd_pooled": ((), float(values.ksd_pooled), {"long_name": "KSD of all chains pooled"}),
         "ksd_iid": (("chain",), per_chain["ksd_iid"],
                     {"long_name": "i.i.d. floor at the draws, each chain"}),
-        "ksd_iid_pooled": ((), float(ksd_iid_pooled),
+        "ksd_iid_pooled": ((), float(values.ksd_iid_pooled),
                            {"long_name": "i.i.d. floor at the draws, pooled"}),
         "pvalue": (("chain",), evidence.pvalue, {
             "long_name": "KSD test p-value, each chain, adjusted for the family of the "
@@ -264,9 +413,14 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_
                              {"long_name": "p-value of the MMD test that all chains agree"}),
         "agreement_reliable": ((), evidence.agreement_reliable, {
             "long_name": "whether the p-value of the test of agreement can be trusted"}),
+        "agreement_min_pvalue": ((), float(evidence.agreement_min_pvalue), {
+            "long_name": "smallest p-value the test of agreement can attain (permutations "
+                         "and distinct block arrangements)"}),
         "stuck": (("chain",), evidence.stuck,
-                  {"long_name": "every draw of the chain is the same point"}),
+                  {"long_name": "the chain barely moves (or never moved)"}),
     }
+    data_vars.update(_deciding_vars(gathered, len(chain)))
+    data_vars.update(_attribution_vars(gathered, len(chain)))
     if evidence.divergences is not None:
         data_vars["divergences"] = (("chain",), evidence.divergences,
                                     {"long_name": "divergent transitions",
@@ -278,18 +432,88 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_
                                             {"long_name": "p-value of the search"})
         attrs["missing_mass_summary"] = search.summary
         attrs["n_log_density"] = int(search.n_log_density)
-    result = Diagnosis(data_vars, coords={"chain": ("chain", chain)}, attrs=attrs)
+    coords = {"chain": ("chain", chain), "parameter": ("parameter", list(parameters))}
+    result = Diagnosis(data_vars, coords=coords, attrs=attrs)
     result.attrs["report"] = report(result)
     return result
 
 
-def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, search, not_run, tests, kernel,
-                    n_bootstrap, prepared, ensemble, notes):
+def _deciding_vars(gathered, n_chain):
+    """The statistic behind each test: its name, its value and floor as KSDs, its p-value
+    (``methods.evidence.Deciding``); the chains the tests did not read: empty and NaN."""
+    decided, active = gathered.deciding, gathered.active
+    names = np.full(n_chain, "", dtype=object)
+    values = {key: np.full(n_chain, np.nan) for key in ("ksd", "floor", "pvalue")}
+    pooled = {"name": "", "ksd": np.nan, "floor": np.nan, "pvalue": np.nan}
+    if decided is not None:
+        pooled = {"name": decided.name_pooled, "ksd": decided.ksd_pooled,
+                  "floor": decided.floor_pooled, "pvalue": decided.pvalue_pooled}
+        if n_chain == active.size:
+            names[active] = decided.name
+            for key in values:
+                values[key][active] = getattr(decided, key)
+        else:   # an ensemble: its one chain is the pooled test
+            names[:] = pooled["name"]
+            for key in values:
+                values[key][:] = pooled[key]
+    what = "the statistic of the KSD test that points most strongly against the target"
+    return {
+        "statistic": (("chain",), names.astype(str), {"long_name": f"{what}, each chain"}),
+        "statistic_ksd": (("chain",), values["ksd"], {
+            "long_name": "its value, as a KSD of the draws the test read"}),
+        "statistic_floor": (("chain",), values["floor"], {
+            "long_name": "the mean of its bootstrap replicates, as a KSD"}),
+        "statistic_pvalue": (("chain",), values["pvalue"], {
+            "long_name": "its own bootstrap p-value (before the family's adjustment)"}),
+        "statistic_pooled": ((), pooled["name"], {"long_name": f"{what}, pooled"}),
+        "statistic_ksd_pooled": ((), pooled["ksd"], {"long_name": "its value, as a KSD"}),
+        "statistic_floor_pooled": ((), pooled["floor"], {
+            "long_name": "the mean of its bootstrap replicates, as a KSD"}),
+        "statistic_pvalue_pooled": ((), pooled["pvalue"], {"long_name": "its own p-value"}),
+    }
+
+
+def _attribution_vars(gathered, n_chain):
+    """Where the evidence points, per chain and parameter (``stats.stein_moments``): each
+    chain's mean against the others' and the score's location and spread moments, each in
+    standard errors; an ensemble's one chain gets its walkers' pooled moments."""
+    pooled = gathered.pooled_moments
+    per_chain = gathered.moments if n_chain == gathered.moments.location.shape[0] else pooled
+    shifts = (gathered.shifts if n_chain == gathered.shifts.shape[0]
+              else np.full((1, gathered.shifts.shape[1]), np.nan))
+    dims = ("chain", "parameter")
+    out = {
+        "chain_shift": (dims, shifts, {
+            "long_name": "the chain's mean minus the other chains', in standard errors"}),
+        "score_location_z": (dims, per_chain.location_z, {
+            "long_name": "mean score in standard errors (0 for draws of the target; > 0: "
+                         "the draws sit too low)"}),
+        "score_spread": (dims, per_chain.spread, {
+            "long_name": "Stein spread moment -mean((x - mean x) s) (1 for draws of the "
+                         "target; < 1: too narrow, > 1: too wide, about 0: barely moves)"}),
+        "score_spread_z": (dims, per_chain.spread_z, {
+            "long_name": "spread moment minus 1, in standard errors"}),
+    }
+    if pooled is not None:
+        out["score_location_z_pooled"] = (("parameter",), pooled.location_z[0], {
+            "long_name": "mean score of the chains tested, in standard errors"})
+        out["score_spread_pooled"] = (("parameter",), pooled.spread[0], {
+            "long_name": "Stein spread moment of the chains tested"})
+        out["score_spread_z_pooled"] = (("parameter",), pooled.spread_z[0], {
+            "long_name": "spread moment minus 1 of the chains tested, in standard errors"})
+    return out
+
+
+def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, gathered, kernel, n_bootstrap,
+                    prepared, ensemble, notes):
     """The attrs of a :class:`Diagnosis`: the decision's, the first KSD test's (as
     ``ksd_test`` records them), the input's, and the report's notes (``notes``, by name;
     empty ones left out)."""
-    first = test_attrs(tests.plan, tests.forms[0], tests.tested, tests.preconditioners[0],
-                       kernel, n_bootstrap)
+    tests, search = gathered.tests, gathered.search
+    first = {} if tests is None else test_attrs(
+        tests.plan, tests.forms[0], tests.tested, tests.preconditioners[0], kernel, n_bootstrap)
+    notes = {**notes, "covariance_note": "" if tests is None else tests.note,
+             "mmd_note": gathered.agreement.note}
     n_chain, n_draw = prepared.draws.shape[:2]
     if ensemble:
         notes = {"ensemble_note": (
@@ -306,14 +530,15 @@ def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, search, not_run, test
         "kept_draws": evidence.kept_draws,
         "draws_needed": rules.more_draws_needed(evidence),
         "detectable_shift": rules.detectable_shift(evidence.effective_draws_pooled, d),
-        "missing_mass_search": search.method if search is not None else f"not run: {not_run}",
+        "missing_mass_search": (search.method if search is not None
+                                else f"not run: {gathered.not_run}"),
         **netcdf_attrs({key: value for key, value in first.items()
                         if key not in ("space", "score_source", "thinning_lag", "n_draw_tested")
                         and key not in prepared.attrs}),
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
-    attrs["ksd_statistics"] = ", ".join(
+    attrs["ksd_statistics"] = "" if tests is None else ", ".join(
         pre.name + (" (plain, damped)" if forms.damped_chain is not None else "")
         for pre, forms in zip(tests.preconditioners, tests.forms))
     attrs.update({name: note for name, note in notes.items() if note})
