@@ -65,7 +65,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         twice the nominal one in the tail (benchmarks/results/calibration.md).
         ``"iid"``: independent Rademacher signs (a = 1/2), for independent draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the weights of
         Liu, Lee & Jordan 2016, applied here to the V-statistic), for independent draws. ``"auto"``: ``"iid"`` for a
-        2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
+        2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise
+        (``"thinned"`` with ``damped=True``: the wild bootstrap has no damped statistic).
     n_bootstrap : int, default 1000
         Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B).
     {log_density_jax}
@@ -223,7 +224,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
     plan = plan_test(prepared, bootstrap, has_chains=pending.has_chains, estimator=estimator,
-                     rng=rng)
+                     rng=rng, damped=damped)
     message = unreliable_message(plan, prepared.chain, n_draw)
     if message:
         warn_user(message)

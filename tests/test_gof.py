@@ -542,3 +542,20 @@ def test_thinned_statistic_matches_reference_over_the_offsets_read():
                    / flat.shape[0] / read)
     np.testing.assert_allclose(res["statistic"].values, per_chain, rtol=1e-10)
     np.testing.assert_allclose(float(res["statistic_pooled"]), pooled, rtol=1e-10)
+
+
+def test_damped_with_auto_bootstrap_runs_the_thinned_test():
+    # Issue 35: damped=True with the default bootstrap="auto" crashed, and then was
+    # silently ignored (the wild bootstrap has no damped statistic). Truth: the documented
+    # rule, "auto" resolves to "thinned" for chains when damped=True, and the result holds
+    # the same numbers as asking for bootstrap="thinned" (same signs from the same rng).
+    x = np.random.default_rng(3).standard_normal((3, 200, 2))
+    auto = steindiag.ksd_test(x, score=-x, rng=0, damped=True, n_bootstrap=99)
+    thinned = steindiag.ksd_test(x, score=-x, rng=0, damped=True, n_bootstrap=99,
+                                 bootstrap="thinned")
+    assert auto.attrs["bootstrap"] == "thinned"
+    assert "statistic_damped" in auto and "pvalue_damped_pooled" in auto
+    xr.testing.assert_identical(auto, thinned)
+    # One sample of independent draws keeps "iid", which has the damped statistic too.
+    one = steindiag.ksd_test(x[0], score=-x[0], rng=0, damped=True, n_bootstrap=99)
+    assert one.attrs["bootstrap"] == "iid" and "statistic_damped" in one
