@@ -86,17 +86,19 @@ def check_compile_mode(compile_mode, model):
 def check_score_scale(prepared):
     """Refuse scores that, times the draws' spread, overflow the Stein kernel's products.
 
-    The kernel multiplies scores by the draws' scale (the default preconditioner divides
-    each parameter by its spread and multiplies its score by it) and then scores together:
-    |score| x spread must stay below 10^(LOG10_HEADROOM / 2). O(N d), logs only (no
-    overflow warnings).
+    The default preconditioner divides each parameter by its spread and multiplies its
+    score by it, and the kernel then multiplies scores together: |score| x spread (a
+    product that does not depend on the parameter's units) must stay below
+    10^(LOG10_HEADROOM / 2). O(N d), logs only (no overflow warnings). The product in the
+    preconditioner actually used is checked again where the kernel's coordinates are
+    made (``Preconditioner.to_kernel_coordinates``).
     """
     d = prepared.draws.shape[2]
     flat_draws = prepared.draws.reshape(-1, d)
     largest_score = np.max(np.abs(prepared.scores.reshape(-1, d)), axis=0)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         spread = np.max(flat_draws, axis=0) - np.min(flat_draws, axis=0)
-        log_product = np.log10(largest_score) + np.log10(np.maximum(spread, 1.0))
+        log_product = np.log10(largest_score) + np.log10(spread)
     log_product = np.where(np.isnan(log_product), -np.inf, log_product)
     worst = int(np.argmax(log_product))
     if log_product[worst] <= LOG10_HEADROOM / 2:
