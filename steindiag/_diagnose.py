@@ -17,7 +17,7 @@ from steindiag.engine.dask import resolve_backend
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
-from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
+from steindiag.kernels.preconditioner import check_preconditioner
 from steindiag.methods import evidence as pieces
 from steindiag.methods.corrections import MODE_SEARCH_OPTIONS, MODE_SEARCH_TAKES
 from steindiag.methods.search import NO_LOG_DENSITY, SearchError
@@ -257,7 +257,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
                          space=space, compile_mode=compile_mode, log_density=log_density)
     n_chain, n_draw, d = pending.draws.shape
-    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    pre = pieces.draws_preconditioner(preconditioner, pending.draws, pending.parameter)
     search_possible = mode_search is not False and pending.source.has_log_density()
     if mode_search is True and not search_possible:
         raise ValueError(f"diagnose: mode_search=True needs log p at new points; "
@@ -291,7 +291,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     verdicts = rules.chain_verdicts(evidence, level, conditional=gathered.search is None)
     attrs = diagnosis_attrs(
         alpha=alpha, n_tests=n_tests, level=level, evidence=evidence, d=d, gathered=gathered,
-        kernel=kernel, n_bootstrap=n_bootstrap, prepared=prepared, ensemble=pending.ensemble,
+        kernel=kernel, pre=pre, n_bootstrap=n_bootstrap, prepared=prepared, ensemble=pending.ensemble,
         notes={"estimator_note": estimator_note})
     return diagnosis_dataset(
         verdicts=verdicts, evidence=evidence, pooled=rules.pooled_verdict(evidence, level),

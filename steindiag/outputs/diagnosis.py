@@ -13,6 +13,7 @@ import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
 from steindiag._words import plural
+from steindiag.outputs.ksd import kernel_attrs
 from steindiag.outputs.ksd_test import test_attrs
 from steindiag.stats import verdict as rules
 
@@ -155,6 +156,9 @@ _NOT_FROM_TARGET = ("the draws are not from the target: check the sampler (step 
 _MCMC_UNVISITED = ("the chains missed a mode: start chains from overdispersed points or use "
                    "a sampler that moves between modes (tempering); weights and thinning "
                    "cannot create mass where no draw is.")
+_ALL_STUCK = ("every chain stopped moving (a step size that collapsed, a start where the "
+              "gradient is zero, NaN or huge): rerun the sampler from other starting points, "
+              "and check the model's log density there.")
 _LONE_CHAIN = ("only {chain}'s own KSD test rejects (p = {p:.2g}); the pooled test and the "
                "other chains' do not. Either that chain sampled badly (look at its trace, "
                "step size and divergences) or this is one of the false alarms the level "
@@ -171,6 +175,8 @@ def _next(result, level):
     """The advice for this result: by the pooled reason's code, told apart where the code
     alone would mislead (a lone rejected chain; a missed mode of MCMC chains)."""
     code = _pooled_code(result)
+    if code == "stuck" and "stuck" in result and result["stuck"].values.all():
+        return _ALL_STUCK
     if code == "unvisited_mass" and "divergences" in result:
         return _MCMC_UNVISITED
     if code == "chains_rejected":
@@ -504,13 +510,14 @@ def _attribution_vars(gathered, n_chain):
     return out
 
 
-def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, gathered, kernel, n_bootstrap,
-                    prepared, ensemble, notes):
+def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, gathered, kernel, pre,
+                    n_bootstrap, prepared, ensemble, notes):
     """The attrs of a :class:`Diagnosis`: the decision's, the first KSD test's (as
-    ``ksd_test`` records them), the input's, and the report's notes (``notes``, by name;
-    empty ones left out)."""
+    ``ksd_test`` records them; when no test ran, the kernel and the preconditioner
+    ``pre``), the input's, and the report's notes (``notes``, by name; empty ones left
+    out)."""
     tests, search = gathered.tests, gathered.search
-    first = {} if tests is None else test_attrs(
+    first = kernel_attrs(prepared, pre, kernel) if tests is None else test_attrs(
         tests.plan, tests.forms[0], tests.tested, tests.preconditioners[0], kernel, n_bootstrap)
     notes = {**notes, "covariance_note": "" if tests is None else tests.note,
              "mmd_note": gathered.agreement.note}
