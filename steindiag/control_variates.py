@@ -17,7 +17,7 @@ from steindiag._validate import check_choice, check_int, warn_user
 from steindiag.inputs import as_trace, derived_score, read_input
 from steindiag.inputs._columns import read_rows
 from steindiag.methods.cv_estimate import METHODS, estimate
-from steindiag.outputs.control_variates import NOT_FITTING_MESSAGE, cv_dataset
+from steindiag.outputs.control_variates import NOT_FITTING_MESSAGE, cv_dataset, premise_message
 
 __all__ = ["control_variates"]
 
@@ -217,4 +217,6 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
                       trusted=verdict != "does not fit")
     if verdict == "does not fit":
         warn_user(NOT_FITTING_MESSAGE)
+    elif premise_message(result):
+        warn_user(premise_message(result))
     return cv_dataset(result, labels, prepared, verdict)
