@@ -1,6 +1,10 @@
 """Stein control variates (issue 28): variance reduction, MCSE accuracy, coverage and times.
 
-Two parts:
+Also (issue 35) ``--premise``: false alarms of the premise checks on draws that come from
+the target and their power on draws and scores that do not belong together; ``--advi``:
+the checks on mean-field ADVI draws of the PyMC models (biased).
+
+The parts of issue 28:
 
 ``--scaling``: stationary Gaussian AR(1) chains (rho = 0.5) of N(mu, Sigma), d from 2 to
 200, 4 x 1000 draws, f = the parameters' means and f = exp(x_0 / 2) (closed-form truth,
@@ -90,8 +94,9 @@ def premise_level(reps, method="auto"):
     Gaussian N(mu, Sigma) (dense Sigma as in ``scaling``), i.i.d. or stationary AR(1),
     and i.i.d. Student-t(5) coordinates; rows: the parameters' means and exp(x_0 / 2);
     ``method`` ("regularised" in the results file: "auto" adds the kernel's cubic cost
-    for N <= 1000, and the checks on the draws do not depend on the method). Prints the fraction of runs whose checks fail (family-wise level
-    0.001: false alarms) and the largest |z| / threshold over the runs (above 1: fails).
+    for N <= 1000, and the checks on the draws do not depend on the method). Prints the
+    fraction of runs whose checks fail (family-wise level 0.001: false alarms) and the
+    largest |z| / threshold over the runs (above 1: fails).
     """
     rng = np.random.default_rng(7)
     print("| target | d | chains x draws | runs | false alarms | largest |z| / threshold | "

@@ -82,7 +82,8 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         (chain, draw); or the per-draw values as a DataArray with dims (chain, draw),
         matched to the draws by its chain and draw coordinates (refused when it does not
         hold the draws read), or an array of that shape. A single callable or DataArray
-        is named by its ``__name__`` / ``name``. E.g. ``{"P(tau < 1)": lambda post: post["tau"] < 1}``.
+        is named by its ``__name__`` / ``name``. E.g.
+        ``{"P(tau < 1)": lambda post: post["tau"] < 1}``.
     method : {"auto", "polynomial1", "polynomial2", "regularised", "kernel"}, default "auto"
         ``"polynomial1"``: control variates a . s(x) (d coefficients).
         ``"polynomial2"``: tr(B) + (a + B x) . s(x), B symmetric (d(d+3)/2).
