@@ -559,3 +559,16 @@ def test_damped_with_auto_bootstrap_runs_the_thinned_test():
     # One sample of independent draws keeps "iid", which has the damped statistic too.
     one = steindiag.ksd_test(x[0], score=-x[0], rng=0, damped=True, n_bootstrap=99)
     assert one.attrs["bootstrap"] == "iid" and "statistic_damped" in one
+
+
+def test_too_few_replicates_to_reject_warn():
+    # Issue 35: n_bootstrap=1 was accepted silently (smallest p-value 1/2). Truth: the
+    # smallest p-value is 1 / (1 + B) (counting), above 0.05 for B < 19.
+    x = np.random.default_rng(4).standard_normal((2, 400, 2))
+    with pytest.warns(UserWarning, match=r"n_bootstrap=1 gives p-values no smaller than "
+                                         r"1 / \(1 \+ 1\) = 0.5"):
+        res = steindiag.ksd_test(x, score=-x, n_bootstrap=1, rng=0, bootstrap="thinned")
+    assert (res["pvalue"].values >= 0.5).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        steindiag.ksd_test(x, score=-x, n_bootstrap=19, rng=0, bootstrap="thinned")

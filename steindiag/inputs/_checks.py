@@ -139,7 +139,11 @@ def warn_zero_score_columns(prepared):
         "not parameters of the target. This is usually a deterministic quantity "
         "(numpyro.deterministic, a PyMC Deterministic, a Stan transformed parameter or "
         "generated quantity) flattened into the draws; it inflates KSD. Leave it out "
-        "(var_names= for a trace; keep only the sampled sites when flattening)."
+        "(var_names= for a trace; keep only the sampled sites when flattening). If the "
+        "target really is flat there (a uniform prior with no likelihood term for them, "
+        "e.g. a box), KSD cannot test it: the Stein identity needs a density that is "
+        "smooth and positive on all of R^d, and a box has edges; sample in unconstrained "
+        "coordinates (a logit transform, its log-Jacobian in log p) instead."
     )
 
 

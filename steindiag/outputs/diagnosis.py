@@ -99,6 +99,7 @@ class Diagnosis(xr.Dataset):
         if missing:
             raise ValueError("Diagnosis.from_dataset: dataset is not a saved diagnose "
                              f"result: it lacks {', '.join(missing)}.")
+        _check_verdicts_follow(dataset)
         return cls(dataset)
 
     def _report(self):
@@ -125,6 +126,25 @@ class Diagnosis(xr.Dataset):
         if text is None:
             return html
         return f"<pre>{escape(text)}</pre>" + html
+
+
+def _check_verdicts_follow(dataset):
+    """Refuse a saved result whose verdicts do not follow from their reason codes (an
+    edited verdict would print "FITS" above "why: the KSD test rejects")."""
+    pairs = []
+    if "reason_code_pooled" in dataset:
+        pairs.append(("pooled", dataset["verdict_pooled"].item(),
+                      dataset["reason_code_pooled"].item(), 0))
+    if "reason_code" in dataset:
+        pairs += [(f"chain {ch}", v, c, 1) for ch, v, c in zip(
+            dataset["chain"].values, dataset["verdict"].values, dataset["reason_code"].values)]
+    for who, verdict, code, side in pairs:
+        expected = rules.VERDICT_OF.get(str(code), (None, None))[side]
+        if expected is not None and str(verdict) != expected:
+            raise ValueError(
+                f"Diagnosis.from_dataset: the {who} verdict {str(verdict)!r} does not follow "
+                f"from its reason code {str(code)!r}, which gives {expected!r}: the dataset "
+                "was edited after diagnose wrote it; run diagnose again.")
 
 
 # What to do next, by the code of the pooled reason (``stats.verdict.REASONS``).
