@@ -18,12 +18,22 @@ One module per plot:
 - ``chains``: :func:`plot_ksd_chains`, each chain's final KSD against its i.i.d. floor;
 - ``stein_kernel``: :func:`plot_stein_kernel`, the four terms of the 1-D Stein kernel;
 - ``mmd``: :func:`plot_mmd`, a heat map of the MMD^2 between every pair of chains;
+- ``diagnosis``: :func:`plot_diagnosis`, the verdict of ``diagnose`` per chain with its
+  evidence (KSD against its floor, p-values against the level);
+- ``control_variates``: :func:`plot_control_variates`, plain and control-variate intervals
+  of each posterior mean side by side;
+- ``weights``: :func:`plot_weights`, the draws on a pair of parameters with their
+  KSD-optimal weights or the points Stein thinning kept;
 - ``_common``: the checks and helpers the plots share (validation, figures, log ticks).
 """
 
 from steindiag.plots.chains import plot_ksd_chains
+from steindiag.plots.control_variates import plot_control_variates
+from steindiag.plots.diagnosis import plot_diagnosis
 from steindiag.plots.mmd import plot_mmd
 from steindiag.plots.running_ksd import plot_ksd
 from steindiag.plots.stein_kernel import plot_stein_kernel
+from steindiag.plots.weights import plot_weights
 
-__all__ = ["plot_ksd", "plot_ksd_chains", "plot_stein_kernel", "plot_mmd"]
+__all__ = ["plot_ksd", "plot_ksd_chains", "plot_stein_kernel", "plot_mmd", "plot_diagnosis",
+           "plot_control_variates", "plot_weights"]
