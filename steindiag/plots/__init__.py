@@ -1,12 +1,17 @@
-"""Plots of KSD results: running curves, a per-chain comparison, the Stein kernel.
+"""Plots of steindiag's results: the verdict of ``diagnose``, running KSD curves, a
+per-chain comparison, control variates, weights and thinning, MMD between chains, the
+Stein kernel.
 
 Plotting libraries are imported inside the functions, never at ``import steindiag``.
 
 Two looks, one set of numbers:
 
 - ArviZ 1.x users (``arviz_plots`` installed) get an ``arviz_plots.PlotCollection``
-  from :func:`plot_ksd` and :func:`plot_ksd_chains`, drawn with the arviz-plots
-  visuals and theme (``backend=`` picks matplotlib, bokeh or plotly there).
+  from every plot, drawn with the arviz-plots visuals and theme, following arviz-plots'
+  template: ``plot_collection=`` (draw into a PlotCollection of one's own), ``backend=``
+  (matplotlib, bokeh, plotly or none), ``labeller=``, ``aes_by_visuals=``, ``visuals=``,
+  ``stats=`` (the result to draw, or the keyword arguments of the public function that
+  computes it from draws) and ``**pc_kwargs``.
 - Everyone else, and anyone who passes ``ax=``, gets a matplotlib figure drawn with
   plain matplotlib (the ArviZ 0.x ``ax=`` / ``show=`` conventions).
 
@@ -24,7 +29,9 @@ One module per plot:
   of each posterior mean side by side;
 - ``weights``: :func:`plot_weights`, the draws on a pair of parameters with their
   KSD-optimal weights or the points Stein thinning kept;
-- ``_common``: the checks and helpers the plots share (validation, figures, log ticks).
+- ``_diagnosis_layout``: what ``plot_diagnosis`` draws, as plain arrays;
+- ``_common``: the checks and helpers the plots share (validation, figures, log ticks,
+  arviz-plots' template arguments).
 """
 
 from steindiag.plots.chains import plot_ksd_chains
