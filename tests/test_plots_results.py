@@ -70,9 +70,9 @@ def _figure(out):
 
 
 def test_plot_diagnosis_matplotlib_draws_the_result(diagnosis):
-    fig, axes = plt.subplots(1, 2)
+    fig, axes = plt.subplots(1, 3)
     assert plot_diagnosis(diagnosis, ax=axes) is fig
-    ax_ksd, ax_p = axes
+    ax_ksd, ax_p, ax_where = axes
     gids = _gids(ax_ksd)
     for i, chain in enumerate(diagnosis["chain"].values):
         assert gids[f"ksd[{i}]"].get_xdata()[0] == diagnosis["ksd"].values[i]
@@ -96,12 +96,18 @@ def test_plot_diagnosis_matplotlib_draws_the_result(diagnosis):
     assert p_labels[-2:] == ["chains agree (MMD)", "unvisited mass"] or p_labels[-1] == (
         "chains agree (MMD)")
     assert fig._suptitle.get_text().startswith(diagnosis["verdict_pooled"].item().upper())
+    # Where the evidence points: the area of each dot is the largest |z| of diagnose's
+    # evidence there (chain_shift, score_location_z, score_spread_z), the largest 400.
+    z = np.fmax.reduce([np.abs(np.nan_to_num(diagnosis[name].values))
+                        for name in ("chain_shift", "score_location_z", "score_spread_z")])
+    where = _gids(ax_where)
+    np.testing.assert_allclose(where["attribution[3]"].get_sizes(), 400.0 * z[3] / z.max())
 
 
 def test_plot_diagnosis_hollow_marker_for_unreliable_pvalue(diagnosis):
     unreliable = diagnosis.copy()
     unreliable["pvalue_reliable"] = xr.zeros_like(diagnosis["pvalue_reliable"])
-    fig, axes = plt.subplots(1, 2)
+    fig, axes = plt.subplots(1, 3)
     plot_diagnosis(unreliable, ax=axes)
     gids = _gids(axes[1])
     assert gids["pvalue[0]"].get_facecolors().size == 0 or np.all(
@@ -136,7 +142,7 @@ def test_plot_diagnosis_bad_input_and_computes_from_draws(draws, diagnosis):
     with pytest.raises(ValueError, match="not both"):
         plot_diagnosis(diagnosis, stats={"diagnose": diagnosis})
     # Draws and diagnose's keyword arguments: the same figure as the result's.
-    fig, axes = plt.subplots(1, 2)
+    fig, axes = plt.subplots(1, 3)
     plot_diagnosis(draws, stats={"diagnose": {"score": -draws, "rng": 0}}, ax=axes)
     assert [t.get_text() for t in axes[0].get_yticklabels()][3] == "chain 3: does not fit"
 
@@ -149,7 +155,7 @@ def test_plot_diagnosis_plot_collection(diagnosis, tmp_path):
     pc = plot_diagnosis(diagnosis, labeller=DimCoordLabeller())
     assert isinstance(pc, PlotCollection)
     fig = _figure(pc)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 3   # KSD, p-values, where the evidence points
     dots = pc.viz["ksd"]["ksd"]
     for chain in diagnosis["chain"].values:
         offsets = dots.sel(chain=chain).item().get_offsets()

@@ -11,7 +11,7 @@ import xarray as xr
 from steindiag.plots._common import _chain_labels, _parameter_label, _verdict_color
 
 _KSD_TITLE = "KSD (dot) against its i.i.d. floor (bar)"
-_ATTRIBUTION_TITLE = "what the rejection names (chain x parameter)"
+_ATTRIBUTION_TITLE = "where the evidence points (|z|, chain x parameter)"
 
 
 def _pvalue_title(level):
@@ -97,12 +97,33 @@ def _layout(result, labeller):
                      pvalue=np.asarray(pvalue, dtype=np.float64),
                      reliable=np.asarray(reliable, dtype=bool), test_colors=test_colors,
                      level=level, title=title)
-    if "attribution" in result.data_vars:
-        attribution = result["attribution"].transpose("chain", "parameter")
+    attribution = _attribution(result)
+    if attribution is not None:
         layout.parameters = [_parameter_label(p, labeller)
                              for p in attribution["parameter"].values]
         layout.attribution = np.asarray(attribution.values, dtype=np.float64)
     return layout
+
+
+# diagnose's evidence by chain and parameter, each in standard errors: a chain's mean
+# against the other chains', and its Stein moments against their values for draws of p.
+_EVIDENCE_Z = ("chain_shift", "score_location_z", "score_spread_z")
+
+
+def _attribution(result):
+    """(chain, parameter) values for the third panel: the variable ``attribution`` when
+    the result holds one, else the largest |z| of diagnose's evidence by chain and
+    parameter (``_EVIDENCE_Z``), or None."""
+    if "attribution" in result.data_vars:
+        return result["attribution"].transpose("chain", "parameter")
+    found = [abs(result[name].transpose("chain", "parameter")).fillna(0.0)
+             for name in _EVIDENCE_Z if name in result.data_vars]
+    if not found:
+        return None
+    largest = found[0]
+    for other in found[1:]:
+        largest = np.maximum(largest, other)
+    return largest
 
 
 def _ratio_text(ratio):

@@ -49,9 +49,11 @@ def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=No
       trusted) against the level of each test (dashed line), then the p-value of the MMD
       test that the chains agree and of the search for unvisited mass when they were run
       (vermilion when they reject, grey otherwise);
-    * a third panel when the result holds the optional variable ``attribution``
-      (dims ``chain``, ``parameter``: how much each parameter contributes to each chain's
-      discrepancy): a dot per chain and parameter, its area proportional to the value.
+    * a third panel, where the evidence points: a dot per chain and parameter, its area
+      proportional to the largest of diagnose's standardised differences there (the
+      chain's mean against the other chains', ``chain_shift``; its Stein moments,
+      ``score_location_z`` and ``score_spread_z``), or to the variable ``attribution``
+      (dims ``chain``, ``parameter``) when the result holds one.
 
     Parameters
     ----------
@@ -262,7 +264,7 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
     if pc is None:
         panels = {"ksd": result["ksd"], "pvalue": result["pvalue"]}
         if has_attr:
-            panels["attribution"] = result["attribution"].isel(parameter=0, drop=True)
+            panels["attribution"] = result["ksd"].rename("attribution")   # one per chain
         pc = _new_collection(xr.Dataset(panels), backend=backend,
                              figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
                              cols=["__variable__"], aes={"overlay": ["chain"]})
