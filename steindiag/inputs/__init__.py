@@ -17,8 +17,11 @@ by the readers), ``_functions`` (the score source: score and log p at new points
 ``_columns`` (a trace's own variables, for summaries), ``_sampler`` (the sampler's
 divergences), ``_differences`` (finite differences of a log density), ``_emcee``,
 ``_stan``, ``_jax`` and ``_numpyro`` (samplers' own objects, their libraries imported only
-when such an object is given), ``_pymc``, ``_pymc_values``, ``_pymc_functions`` and
-``_pymc_prior`` (PyMC models' batched graphs, imported only when a model is given).
+when such an object is given), and for PyMC models (PyMC imported only when a model is
+given): ``_pymc`` (the free variables' layout, the score pass), ``_pymc_graphs`` (the
+compiled graphs of log p and its gradient), ``_pymc_values`` (constrained <-> unconstrained
+values), ``_pymc_data`` (the model's data against the trace's), ``_pymc_functions`` (log p
+and score callables) and ``_pymc_prior`` (prior draws as starts).
 """
 
 from steindiag._types import PendingInput, SteinInput

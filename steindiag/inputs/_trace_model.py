@@ -3,7 +3,7 @@
 With a PyMC model, the draws are the model's value variables: stored ones where the trace
 holds them (``include_transformed=True``, an ``unconstrained_posterior`` group, nutpie's
 ``store_unconstrained=True``), otherwise the posterior's constrained values mapped
-forward through each free variable's transform (:mod:`steindiag.inputs._pymc`).
+forward through each free variable's transform (:mod:`steindiag.inputs._pymc_values`).
 nutpie's stored gradients (``store_gradient=True``), and the scores
 :func:`steindiag.add_scores` stores in the same layout, are read here too.
 """
@@ -17,6 +17,8 @@ from steindiag._containers import (
 from steindiag.inputs import _pymc
 from steindiag.inputs._checks import where_not_finite
 from steindiag.inputs._labels import element_labels
+from steindiag.inputs._pymc_data import check_model_data
+from steindiag.inputs._pymc_values import unconstrained_values
 
 __all__ = ["model_draws", "nutpie_stats", "written_by_add_scores", "stored_score_attrs",
            "check_stored_selection", "nutpie_labels", "reorder_nutpie"]
@@ -238,7 +240,7 @@ def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sam
     n_chain, n_draw = len(chain), len(draw)
     kinds = [item[0] for item in stored]
     arrays = [item[1].reshape(n_chain * n_draw, *item[1].shape[2:]) for item in stored]
-    flat, outside = _pymc.unconstrained_values(
+    flat, outside = unconstrained_values(
         model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
     )
     labels = [label for var in layout for label in _value_labels(model, var, posterior, pair)]
@@ -263,11 +265,7 @@ def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sam
             "simplex that does not sum to 1, a zero-sum vector whose sum is not 0): the "
             "model does not match the trace."
         )
-    _pymc.check_model_data(
-        model,
-        get_group(data, "observed_data"),
-        get_group(data, "constant_data"),
-    )
+    check_model_data(model, get_group(data, "observed_data"), get_group(data, "constant_data"))
     attrs = {
         "space": "unconstrained",
         "free_variables": [var.name for var in layout],
