@@ -10,10 +10,11 @@ Data flow::
       -> PendingInput.with_scores(): scores evaluated or loaded -> SteinInput
 
 Modules: ``_read`` (the reading step and its readers' order), ``_arrays`` (the axes of
-plain arrays), ``_trace`` and ``_trace_model`` (labelled traces; a PyMC model's value
-variables, nutpie's and ``add_scores``' stored gradients), ``_labels`` (the one labelling
-rule), ``_space`` (checks of the space draws and scores are in), ``_checks`` (checks shared
-by the readers), ``_functions`` (the score source: score and log p at new points),
+plain arrays), ``_trace``, ``_trace_arrays`` and ``_trace_model`` (labelled traces: the
+reading, their variables and score arrays flattened, a PyMC model's value variables,
+nutpie's and ``add_scores``' stored gradients), ``_labels`` (the one labelling rule),
+``_space`` (checks of the space draws and scores are in), ``_checks`` (checks shared by
+the readers), ``_functions`` (the score source: score and log p at new points),
 ``_columns`` (a trace's own variables, for summaries), ``_sampler`` (the sampler's
 divergences), ``_differences`` (finite differences of a log density), ``_emcee``,
 ``_stan``, ``_jax`` and ``_numpyro`` (samplers' own objects, their libraries imported only
@@ -28,7 +29,7 @@ from steindiag._types import PendingInput, SteinInput
 from steindiag.inputs._functions import ScoreSource, check_log_density
 from steindiag.inputs._read import derived_score, read_input
 from steindiag.inputs._sampler import SamplerWarnings, sampler_warnings
-from steindiag.inputs._trace import as_trace
+from steindiag.inputs._trace_model import as_trace
 
 __all__ = [
     "read_input",
