@@ -12,7 +12,7 @@ Imported lazily (only when a PyMC model is passed).
 
 import numpy as np
 
-from steindiag._validate import check_int
+from steindiag._validate import check_int, check_rng
 from steindiag.inputs import _pymc
 from steindiag.inputs._labels import element_labels
 from steindiag.inputs._pymc_values import unconstrained_values
@@ -109,8 +109,7 @@ def prior_starts(model, parameter, n, rng):
     n = check_int(n, "n", minimum=1)
     layout = _pymc.model_layout(model)
     _check_parameter(parameter, layout, _layout_labels(model, layout))
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)
+    rng = check_rng(rng)
     import pymc as pm
 
     kept, have = [], 0

@@ -2,28 +2,24 @@
 
 KSD, like every score-based discrepancy, barely depends on the weights of well-separated
 modes: draws that cover one mode of a two-mode target can have the KSD of exact draws.
-This module looks for the missing mode directly:
+This module checks the options and looks for the missing mode directly, step by step
+(the Notes of :func:`search_missing_mass` give the details)::
 
-    starts: widened draws (x -> mean + f (x - mean)) and broad starts (the mean plus
-      f times a Gaussian vector scaled per coordinate by the draws' spread, floored at
-      its median over coordinates: far in every direction, not only along the draws'
-      principal axes), or given starts (prior draws), plus a few draws themselves
-      -> L-BFGS on -log p from every start (gradient: the score, or central finite
-         differences of log p when no score callable is given)   [scipy.optimize]
-      -> end points merged into distinct modes; Hessian of -log p at each mode by central
-         differences; saddles and flat directions dropped
-      -> Laplace mass of each mode, relative to the sum over all modes found
-      -> a mode is *visited* when it lies within the range of some chain, or the draws
-         fill a tenth of what p puts in its central (50 %) Laplace ellipsoid
-      -> a mode not visited by these rules is a *candidate*: short chains of a
-         p-invariant kernel (preconditioned MALA, step adapted in a warm-up, then
-         fixed) start at it; if their later points fall within the draws' range
-         (whitened distance from the draws' mean at most the draws' own 99th
-         percentile), the mode is joined to the draws: it is a point of high density
-         (a funnel's neck) from which p's mass leads back to where the chains were,
-         not mass they missed. Only candidates whose chains stay away are unvisited.
-      -> unvisited relative mass M and the binomial probability that ESS effective draws
-         from p would miss those cores as badly as the chains did: the p-value.
+    starts: widened draws, broad starts (far in every direction, not only along the
+      draws' principal axes) or given ones (prior draws), plus a few draws themselves
+      -> missing_mass_modes: L-BFGS on -log p from every start (gradient: the score, or
+         central finite differences of log p); end points merged into distinct modes,
+         each with its Hessian and Laplace mass; saddles and flat directions dropped
+      -> missing_mass_visits: a mode is *visited* when it lies within the range of some
+         chain, or the draws fill a tenth of what p puts in its central (50 %) Laplace
+         ellipsoid; short p-invariant chains (preconditioned MALA) start at every other
+         mode: if they join the draws, so does the mode (a point of high density, such
+         as a funnel's neck, from which p's mass leads back to the draws); then the
+         unvisited relative mass M and the binomial probability that ESS effective draws
+         from p would miss those cores as badly as the chains did: the p-value
+      -> missing_mass_perturbed (method="perturbed ksd"): the KSD test of the draws and
+         of their p-invariant jumps between the modes
+      -> missing_mass_result: the result, with one sentence for a user
 
 A mode alone is not evidence of mass: in d dimensions the typical set lies far from
 every mode, and the joint mode of a hierarchical posterior sits in the funnel's neck,
@@ -36,9 +32,7 @@ point by point. The search's dense d x d work (Hessians, covariances) limits it 
 d <= 1000 with a score callable and d <= 300 with finite differences; above that it is
 skipped with the reason in the result (see :func:`missing_mass_skip_reason`).
 
-See the background page of the docs ("Mass the draws never visited"). This module checks
-the options and runs the steps: ``missing_mass_modes``, ``missing_mass_visits`` (and
-``missing_mass_perturbed``), ``missing_mass_result``.
+See the background page of the docs ("Mass the draws never visited").
 """
 
 import numpy as np
@@ -391,30 +385,15 @@ def search_missing_mass(draws, scores, *, log_density, score, kernel, preconditi
 
     details = MissingMassDetails(
         modes=np.array([mode["point"] for mode in modes]).reshape(-1, d),
-        log_density=np.array([mode["log_density"] for mode in modes]),
-        log_mass=log_mass,
-        relative_mass=relative,
-        visits=visits,
-        within_chain=within,
-        joined=joined,
-        joined_share=joined_share,
-        visited=visited,
-        unvisited_mass=unvisited_mass,
-        log_mass_draws=float(log_mass_draws),
-        effective_draws=effective,
-        n_starts=len(points),
-        n_rejected=n_rejected,
-        starts=starts_from,
-        start_distance=start_distance,
-        gradient=counted.gradient_kind,
-        n_score=counted.n_score,
-        n_short_chains=int(n_tested * n_short),
-        short_chain_acceptance=float(short_acceptance),
-        n_failed=counted.n_failed,
-        failure=counted.failure,
-        statistic=statistic,
-        acceptance=acceptance,
-    )
+        log_density=np.array([mode["log_density"] for mode in modes]), log_mass=log_mass,
+        relative_mass=relative, visits=visits, within_chain=within, joined=joined,
+        joined_share=joined_share, visited=visited, unvisited_mass=unvisited_mass,
+        log_mass_draws=float(log_mass_draws), effective_draws=effective,
+        n_starts=len(points), n_rejected=n_rejected, starts=starts_from,
+        start_distance=start_distance, gradient=counted.gradient_kind,
+        n_score=counted.n_score, n_short_chains=int(n_tested * n_short),
+        short_chain_acceptance=float(short_acceptance), n_failed=counted.n_failed,
+        failure=counted.failure, statistic=statistic, acceptance=acceptance)
     return MissingMass(found=found, pvalue=pvalue,
                        method=PERTURBED if method == "perturbed ksd" else MODE_SEARCH,
                        summary=summary(details, found, pvalue, method),

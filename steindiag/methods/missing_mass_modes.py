@@ -67,8 +67,7 @@ class Counted:
             if points.shape[0] == 1:
                 self._note(err)
                 return None
-            rows = [self._call(function, name, row[None], shapes) for row in points]
-            return rows
+            return [self._call(function, name, row[None], shapes) for row in points]
         values = np.asarray(values, dtype=np.float64)
         n = points.shape[0]
         if values.shape not in shapes(n):
