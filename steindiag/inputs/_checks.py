@@ -9,16 +9,10 @@ import numpy as np
 
 from steindiag._validate import LOG10_HEADROOM, warn_user
 
-__all__ = ["SPACES", "is_labelled", "check_space", "check_compile_mode",
+__all__ = ["SPACES", "check_space", "check_compile_mode",
            "check_score_scale", "warn_zero_score_columns", "where_not_finite"]
 
 SPACES = ("unconstrained", "constrained")
-
-
-def is_labelled(data):
-    """True for xarray / ArviZ containers (DataArray included), which the trace reader takes."""
-    module = type(data).__module__ or ""
-    return module.startswith(("xarray", "arviz", "datatree"))
 
 
 def check_space(space, model):

@@ -13,7 +13,7 @@ from steindiag.inputs._arrays import read_array_draws
 from steindiag.inputs._labels import variable_labels
 from steindiag.inputs._numpyro import as_numpyro_trace
 from steindiag.inputs._sampler import sampler_warnings
-from steindiag.inputs._trace import as_trace
+from steindiag.inputs._trace_model import as_trace
 
 __all__ = ["Columns", "trace_columns", "read_columns", "read_weights", "read_rows"]
 
