@@ -4,8 +4,10 @@ the target.
 Data flow: input -> ``inputs.read_input`` (read once: draws in the space where the score
 is defined, for a PyMC model the unconstrained one) -> one preconditioner from the initial
 draws (the KSD's metric and the standardisation) -> ``methods.variational.run_svgd``
-(repeating: score at the particles, median bandwidth, ``engine.svgd.kernel_vector_sums``,
-O(N^2 d) time and O(N d) memory, AdaGrad step, KSD of the particles) ->
+(the coordinates SVGD runs in, from the draws and their scores; then repeating: score at
+the particles, median bandwidth, ``engine.svgd.kernel_vector_sums``, O(N^2 d) time and
+O(N d) memory, Adam's step, every ``ksd_every`` steps the KSD of the particles, which
+decides backtracking and stopping) ->
 ``outputs.variational`` (the moved draws in the input's type, with the KSD of every step,
 as a :class:`SteinVariational`).
 """
@@ -219,9 +221,10 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     Warns
     -----
     CorrectionWarning (a UserWarning)
-        When the final KSD is not below the initial one: the particles returned fit the
-        target worse than the draws given (the warning names the step with the lowest
-        KSD). The particles of the last step are returned all the same.
+        When no particles with a lower KSD than the draws given were found: with
+        ``keep="best"`` the draws given come back unchanged; with ``keep="last"`` the
+        last step's particles are returned all the same (the warning names the step
+        with the lowest KSD).
     UserWarning
         When posterior variables that SVGD did not move are dropped.
 
