@@ -5,7 +5,7 @@ at the size users have (issue 37), against one KSD pass measured in the same run
 Run:  python benchmarks/bench_svgd.py [--quick]
       PYTHONPATH=$PWD python benchmarks/bench_svgd.py --tuning [--steps 500]
       PYTHONPATH=$PWD python benchmarks/bench_svgd.py --at-size [--part gaussian|logistic|
-          radon|numpyro|all] [--repeats 3]
+          radon|numpyro|sum|all] [--repeats 3] [--no-former] [--sample-repeats 2]
 
 --at-size (results in benchmarks/results/svgd.md, "SVGD at the size users have"):
   - gaussian: the target N(m, S) in d = 89 (S = Q diag(lambda) Q^T, Q a random orthogonal
@@ -20,11 +20,15 @@ Run:  python benchmarks/bench_svgd.py [--quick]
     the former defaults (AdaGrad, step 0.01 annealed to 0.001, per-coordinate scales, KSD
     at every step, 500 steps).
   - logistic: the 23-parameter hierarchical logistic model of tests/hierarchical_models.py
-    (20 groups): pm.sample's own time (4 x 1000 draws, 1000 tuning steps), 4000 draws of a
+    (20 groups): pm.sample's own time (4 x 1000 draws, 1000 tuning steps; timed
+    ``--sample-repeats`` times in the same run, and once when the cache was made), the
+    first recorded step within 5 % of the floor, 4000 draws of a
     mean-field ADVI fit (30,000 iterations) moved by ``stein_variational`` (new and former
     defaults), with the moments of the particles against the NUTS draws.
   - radon: the radon ADVI case of --tuning (1000 particles, d = 89), new and former
     defaults.
+  - sum: the SVGD kernel sum (IMQ, each unordered pair once) against one KSD pass on the
+    same 4000 points, interleaved, d = 23 and 89.
   - numpyro: numpyro.contrib.einstein.SVGD on the same particles and target as the
     Gaussian case, at N = 400 (numpyro's step computes every pair's gradient of the
     particle loss: about 0.7 s a step at N = 400, minutes at N = 4000).
@@ -386,8 +390,10 @@ def at_size_pymc(args, name):
     if name == "logistic":
         model, nuts, cached_seconds, start, advi_seconds = logistic_cases()
         reference, _ = unconstrained(nuts, model)
+        in_run = (sample_seconds_in_run(model, args.sample_repeats) if args.sample_repeats
+                  else "not run")
         print(f"logistic (d = 23): pm.sample (4 x 1000 draws + 1000 tuning) in this run "
-              f"{sample_seconds_in_run(model)}; when the cache was made "
+              f"{in_run}; when the cache was made "
               f"{cached_seconds:.1f} s; ADVI 30,000 iterations + 4000 draws "
               f"{advi_seconds:.1f} s\n")
     else:
@@ -396,10 +402,11 @@ def at_size_pymc(args, name):
     x0, s0 = unconstrained(start, model)
     timed_svgd(start, model, n_steps=2)  # compile the model's score graph
     print("| run | KSD pass: ksd() / in the run | wall | = passes | steps (reason) | KSD start "
-          "-> returned / floor | max mean error / NUTS sd | sd / NUTS sd |")
-    print("|---|---|---|---|---|---|---|---|")
+          "-> returned / floor | first step <= 1.05 floor | ~ wall to it | = passes | "
+          "max mean error / NUTS sd | sd / NUTS sd |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     if reference is not None:
-        print(f"| ADVI draws | | | | | | {moment_errors(x0, reference)} |")
+        print(f"| ADVI draws | | | | | | | | | {moment_errors(x0, reference)} |")
     runs = [(f"defaults, repeat {i + 1}", {}) for i in range(args.repeats)]
     if args.former:
         runs.append(("former defaults", FORMER_DEFAULTS))
@@ -409,9 +416,17 @@ def at_size_pymc(args, name):
         row = describe(result, seconds, in_run)
         moved, _ = unconstrained(result.draws, model)
         moments = moment_errors(moved, reference) if reference is not None else "| "
+        reach = row["reach"]
+        if reach is None:
+            to_reach = "never | |"
+        else:
+            # Read off the whole run (steps cost about the same): a run stopped there
+            # would recompile nothing but costs one more PyMC trace to write back.
+            estimate = seconds * reach / row["steps"]
+            to_reach = f"{reach} | {estimate:.1f} s | {estimate / in_run:.0f}"
         print(f"| {label} | {alone:.3f} / {in_run:.3f} s | {seconds:.1f} s | {row['passes']:.0f} | "
               f"{row['steps']} ({row['reason']}) | {row['ksd0']:.4f} -> {row['ksd']:.4f} / "
-              f"{row['floor']:.4f} = {row['ratio']:.3f} | {moments} |", flush=True)
+              f"{row['floor']:.4f} = {row['ratio']:.3f} | {to_reach} | {moments} |", flush=True)
 
 
 def at_size_numpyro(args, n=400, steps=200, every=20):
@@ -468,10 +483,43 @@ def at_size_numpyro(args, n=400, steps=200, every=20):
           f"{gaussian_kl(result.draws, mean, covariance)} |")
 
 
+def sum_versus_pass(args, n=4000, repeats=7):
+    """The IMQ SVGD kernel sum (``kernel_vector_sums``, combine=True: each unordered pair
+    once) against one KSD pass on the same N points, interleaved, d = 23 and 89: the
+    median of the ratios of consecutive calls."""
+    from steindiag.methods.variational import _ksd_at, median_bandwidth
+    from steindiag.kernels.preconditioner import make_preconditioner
+
+    print(f"threads {numba.get_num_threads()}; N = {n}; median of {repeats} interleaved pairs\n")
+    print("| d | kernel sum | KSD pass | ratio (median of pairs) |")
+    print("|---|---|---|---|")
+    for d in (23, 89):
+        x = np.random.default_rng(d).standard_normal((n, d))
+        s = -x
+        pre = make_preconditioner("standardize", x, [str(i) for i in range(d)])
+        a = 1.0 / median_bandwidth(x)
+        _svgd_kernels.kernel_vector_sums(x[:300], s[:300], a, kind=_svgd_kernels.IMQ,
+                                          combine=True)
+        _ksd_at(x[:300], s[:300], pre)
+        sums, passes = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            _svgd_kernels.kernel_vector_sums(x, s, a, kind=_svgd_kernels.IMQ, combine=True)
+            sums.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            _ksd_at(x, s, pre)
+            passes.append(time.perf_counter() - start)
+        ratio = np.median(np.asarray(sums) / np.asarray(passes))
+        print(f"| {d} | {np.median(sums):.3f} s | {np.median(passes):.3f} s | {ratio:.2f} |",
+              flush=True)
+
+
 def at_size(args):
     parts = ["gaussian", "logistic", "radon", "numpyro"] if args.part == "all" else [args.part]
     for part in parts:
-        if part == "gaussian":
+        if part == "sum":
+            sum_versus_pass(args)
+        elif part == "gaussian":
             at_size_gaussian(args)
         elif part == "numpyro":
             at_size_numpyro(args)
@@ -491,10 +539,13 @@ def main():
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--ksd-every", type=int, default=25)
     parser.add_argument("--at-size", action="store_true", help="SVGD at the issue's sizes")
-    parser.add_argument("--part", choices=["gaussian", "logistic", "radon", "numpyro", "all"],
+    parser.add_argument("--part", choices=["gaussian", "logistic", "radon", "numpyro", "sum",
+                                           "all"],
                         default="all")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--condition", type=float, default=300.0)
+    parser.add_argument("--sample-repeats", type=int, default=2,
+                        help="pm.sample runs timed in the logistic part (0: none)")
     parser.add_argument("--no-former", dest="former", action="store_false",
                         help="skip the runs with the former defaults")
     args = parser.parse_args()

@@ -269,7 +269,14 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     parameters with a few hundred particles). The KSD sees this only weakly: compare
     the KSD with its floor, and the moments with another method where you can.
 
-    DEFAULTS_PARAGRAPH
+    The defaults, measured (benchmarks/results/svgd.md): on 4,000 mean-field
+    (under-dispersed, uncorrelated) particles of a correlated Gaussian in d = 89 the KSD
+    of the particles came within 5 % of its i.i.d. floor after 40 steps, in 67-82 times
+    the time of one KSD pass, and the run stopped by the rule after 200 steps, the KL
+    divergence of the Gaussian fitted to the particles down from 50 to 0.14 (that of
+    4,000 exact draws: 0.53); 4,000 ADVI draws of a 23-parameter hierarchical logistic
+    model stopped after 160 steps with every mean within 0.03 posterior sds of NUTS's
+    (ADVI's: 0.76).
 
     References
     ----------

@@ -14,7 +14,6 @@ Sources of truth (each assertion names its own):
 """
 
 import sys
-import warnings
 from pathlib import Path
 
 import numba
