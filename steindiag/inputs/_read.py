@@ -201,7 +201,7 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         which evaluates the scores and returns the ``SteinInput``.
     """
     batched = check_bool(batched, "batched")
-    data = as_trace(data, model)
+    data, model = as_trace(data, model)
     reader = next(read for accepts, read in _READERS if accepts(data, model, score, log_density))
     pending = reader(data, model, score=score, log_density=log_density, batched=batched,
                      group=group, var_names=var_names, coords=coords, sample_dims=sample_dims,
