@@ -271,7 +271,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
 
     The defaults, measured (benchmarks/results/svgd.md): on 4,000 mean-field
     (under-dispersed, uncorrelated) particles of a correlated Gaussian in d = 89 the KSD
-    of the particles came within 5 % of its i.i.d. floor after 40 steps, in 67-82 times
+    of the particles came within 5 % of its i.i.d. floor after 40 steps, in 67-87 times
     the time of one KSD pass, and the run stopped by the rule after 200 steps, the KL
     divergence of the Gaussian fitted to the particles down from 50 to 0.14 (that of
     4,000 exact draws: 0.53); 4,000 ADVI draws of a 23-parameter hierarchical logistic
