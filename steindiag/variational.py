@@ -160,7 +160,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         ``svgd_steps_run`` say why and when the run stopped.
     ksd_every : int, default 10
         Compute the KSD of the particles every this many steps (and at the last one):
-        each costs about 0.6-0.8 of an SVGD step, so every tenth step adds under 10 %.
+        each costs about 0.3-0.7 of an SVGD step, so every tenth step adds under 7 %.
         The stopping rule, backtracking and ``keep="best"`` see only recorded steps.
     keep : {"best", "last"}, default "best"
         Which particles to return: those of the recorded step with the lowest KSD, the
@@ -260,7 +260,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     Each step costs one score evaluation at N particles and O(N^2 d) time for the
     kernel sum, with O(N d) memory: the N x N kernel matrix is not stored (the median
     bandwidth uses the pairs of at most 500 evenly spaced particles, 1 MB). Each
-    recorded KSD costs a KSD pass (about 0.6-0.8 of a step), the Hessian O(N d^2 + d^3)
+    recorded KSD costs a KSD pass (0.3-0.7 of a step, measured), the Hessian O(N d^2 + d^3)
     once. See the Background page of the docs.
 
     The result is a set of particles, not independent draws: with N particles the
