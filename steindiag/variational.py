@@ -249,7 +249,8 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     _score_source_iv(data, model, score, log_density)
     pending = read_input(data, model, score=score, batched=batched, group=group,
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
-                         compile_mode=compile_mode, log_density=log_density)
+                         compile_mode=compile_mode, log_density=log_density,
+                         takes_space=False)
     score_fn = pending.source.score_function()
     n_chain, n_draw, d = pending.draws.shape
     try:

@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._containers import aligned, group_dataset, is_labelled, select_vars
+from steindiag._validate import real_array
 from steindiag.inputs._arrays import read_array_draws
 from steindiag.inputs._labels import variable_labels
 from steindiag.inputs._numpyro import as_numpyro_trace
@@ -101,16 +102,10 @@ def read_weights(weights, shape, chain_values=None, draw_values=None):
                 )
         values = weights.transpose("chain", "draw").values
     else:
-        try:
-            values = np.asarray(weights, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"weights must be an array or a DataArray of numbers; got "
-                f"{type(weights).__name__}."
-            ) from None
+        values = real_array(weights, "weights")
         if values.ndim == 1 and n_chain == 1:
             values = values[None, :]
-    values = np.asarray(values, dtype=np.float64)
+    values = real_array(values, "weights")
     if values.shape != (n_chain, n_draw):
         raise ValueError(
             f"weights do not match the trace: weights have shape {values.shape}, the draws "
@@ -173,12 +168,7 @@ def _function_values(name, function, argument, chain, draw):
         values = aligned(values.to_dataset(name="__f__"), chain, draw, ("chain", "draw"),
                          f"functions[{name!r}]")["__f__"]
         values = values.transpose("chain", "draw").values
-    try:
-        values = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"functions[{name!r}] must give numbers; got {type(values).__name__}."
-        ) from None
+    values = real_array(values, f"functions[{name!r}]")   # complex, masked: refused
     if n_chain == 1 and values.shape == (n_draw,):
         values = values[None, :]
     if values.shape != (n_chain, n_draw):
