@@ -82,8 +82,17 @@ PARAMETERS = {
     group : str, default "posterior"
         Group of a trace holding the draws.""",
     "selection": """\
-    var_names, coords : optional
-        Subset of the trace's variables (ArviZ conventions).""",
+    var_names : str or list of str, optional
+        The trace's variables to read, in this order (default: all of ``group``). As in
+        ArviZ, a name starting with ``~`` excludes that variable (``["~tau"]``: every
+        variable but ``tau``); names and exclusions cannot be mixed.
+    filter_vars : {None, "like", "regex"}, default None
+        As in ArviZ: None, ``var_names`` are exact names; ``"like"``, substrings of the
+        names; ``"regex"``, regular expressions (``re.search``). Patterns keep the
+        trace's order; one that matches nothing is an error.
+    coords : dict, optional
+        Selection of the trace's draws and elements (``Dataset.sel``), e.g.
+        ``{"draw": slice(500, None)}``.""",
     "sample_dims": """\
     sample_dims : sequence of str, optional
         For a trace, the names of the chain and draw dimensions (default ("chain",
