@@ -205,12 +205,13 @@ def check_callable(value, name, wanted, *, allow_none=True):
     return value
 
 
-def real_array(value, name):
+def real_array(value, name, *, allow_bool=False):
     """``value`` as a float64 array, or an error naming ``name``; never a silent coercion.
 
-    Integers are exact in float64 and accepted. Complex numbers are refused (casting
-    would drop the imaginary part), as are booleans and non-numbers; a masked array with
-    masked entries is refused (NumPy would read the values under the mask).
+    Integers are exact in float64 and accepted (booleans too with ``allow_bool``: an
+    indicator's 0 and 1). Complex numbers are refused (casting would drop the imaginary
+    part), as are non-numbers; a masked array with masked entries is refused (NumPy
+    would read the values under the mask).
     """
     if isinstance(value, np.ma.MaskedArray) and np.ma.count_masked(value):
         raise ValueError(
@@ -227,6 +228,8 @@ def real_array(value, name):
             f"{name} must hold real numbers; got complex values (dtype {array.dtype}), "
             "whose imaginary part a cast would drop. Pass real values."
         )
+    if array.dtype == bool and allow_bool:
+        return array.astype(np.float64)
     if array.dtype == bool or not (
         np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
     ):

@@ -174,7 +174,7 @@ def _function_values(name, function, argument, chain, draw):
         values = aligned(values.to_dataset(name="__f__"), chain, draw, ("chain", "draw"),
                          f"functions[{name!r}]")["__f__"]
         values = values.transpose("chain", "draw").values
-    values = real_array(values, f"functions[{name!r}]")   # complex, masked: refused
+    values = real_array(values, f"functions[{name!r}]", allow_bool=True)   # not complex
     if n_chain == 1 and values.shape == (n_draw,):
         values = values[None, :]
     if values.shape != (n_chain, n_draw):
