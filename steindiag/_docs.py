@@ -50,10 +50,14 @@ PARAMETERS = {
         compiler is available, else ``"NUMBA"``. The numbers do not depend on it (to
         rounding); the compile and run times do. An error without ``model``.""",
     "score": """\
-    score : array_like, xarray.DataArray or callable, optional
+    score : array_like, xarray.DataArray, xarray.Dataset or callable, optional
         grad log p at each draw instead of ``model``: an array of the same shape as the
-        draws (for a DataArray ``data``: its shape, or a DataArray with its dims), or a
-        callable on the flat (unconstrained) parameter vector.""",
+        draws (for a DataArray ``data``: its shape, or a DataArray with its dims), a
+        Dataset (or a trace group) of the draws' variables, or a callable on the flat
+        (unconstrained) parameter vector. A labelled score is matched to the draws by
+        label ((chain, draw) coordinates, variable names, coordinate values), never by
+        position; labels that differ are refused. Real numbers only: complex values and
+        masked entries are refused.""",
     "batched": """\
     batched : bool, default True
         Whether a ``score`` callable takes an (n, d) batch (True) or one (d,) draw.""",

@@ -184,10 +184,11 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
         - a callable on the flat parameter vector: ``batched=True`` maps (n, d) to
           (n, d), ``batched=False`` maps (d,) to (d,);
         - an array or DataArray of shape (chain, draw, d), aligned on the trace's chain
-          and draw coordinates (a DataArray's parameter coordinate, if it carries the
-          parameter labels, is used to order the columns);
-        - a Dataset with the same variable names as the draws (the value variables with
-          ``model``, otherwise ``var_names``).
+          and draw coordinates (a DataArray's parameter coordinate matched to the
+          parameter labels: reordered to them, refused if it differs);
+        - a Dataset (or a trace group's DataTree node) with the same variable names as
+          the draws (the value variables with ``model``, otherwise ``var_names``), each
+          variable matched by its dims' names and coordinate values.
 
         With ``model`` as well, the model only defines the unconstrained draws.
     batched : bool, default True
