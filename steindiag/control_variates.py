@@ -224,7 +224,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     """
     functions, verdict = _control_variates_iv(method, functions, n_folds, diagnosis,
                                               max_kernel_draws, max_coefficients)
-    data = as_trace(data, model)
+    data, model = as_trace(data, model)
     # var_names picks the rows of a trace (and of a numpyro MCMC's), not the parameters.
     rows_by_name = is_labelled(data) or derived_score(data) in ("numpyro", "jax")
     pending = read_input(

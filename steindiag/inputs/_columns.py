@@ -59,7 +59,7 @@ def read_columns(data, *, group="posterior", var_names=None, coords=None, sample
     """The :class:`Columns` of a trace's ``group`` (a run numpyro ``MCMC``: its trace) or of
     an array (column by column, ``x[k]``, its axes read as ``sample_dims`` says);
     ``var_names`` and ``filter_vars`` as ArviZ reads them."""
-    data = as_numpyro_trace(as_trace(data))   # a numpyro MCMC: its constrained draws
+    data = as_numpyro_trace(as_trace(data)[0])   # a numpyro MCMC: its constrained draws
     if not is_labelled(data):
         for name, value in (("var_names", var_names), ("coords", coords)):
             if value is not None:

@@ -207,7 +207,7 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         which evaluates the scores and returns the ``SteinInput``.
     """
     batched = check_bool(batched, "batched")
-    data = as_trace(data, model)
+    data, model = as_trace(data, model)
     var_names = resolve_var_names(data, group, var_names, filter_vars)
     reader = next(read for accepts, read in _READERS if accepts(data, model, score, log_density))
     try:
