@@ -92,6 +92,14 @@ class Counted:
             elif values is None:
                 values = np.array([-np.inf])
             out[begin:begin + block.shape[0]] = values.reshape(-1)
+        if np.any(out == np.inf):
+            # +inf is no density value (log p = -inf is outside the support): refused, not
+            # read as -inf, which would hide an overflow or a sign error.
+            at = points[int(np.argmax(out == np.inf))]
+            raise ValueError(
+                f"log_density returned +inf at the point {np.array2string(at, precision=4)}; "
+                "a log density is finite, or -inf outside the support. Check log_density "
+                "there (an overflow or a sign error).")
         out[np.isnan(out)] = -np.inf
         return out
 
