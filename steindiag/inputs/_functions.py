@@ -10,7 +10,6 @@ numpyro target's ``jax.grad``, or a sampler's own log p (emcee, Stan).
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from steindiag._containers import STORED_MARK
 from steindiag._validate import check_finite, evaluate_score_callable, real_array
