@@ -44,7 +44,9 @@ on the gallery-like models of ``tests/pymc_models.py``; runs with divergences or
 ``diagnose(idata, model, rng=seed)``. With ``--reference-draws N`` every healthy run is
 also checked against one long run of its model (4 x N draws after 1000 tuning steps,
 sampled once and cached): the z-score of each posterior mean against the reference's,
-with both MCSEs, so that "healthy" means right, not only converged-looking.
+with both MCSEs, so that "healthy" means right, not only converged-looking. Every NUTS
+run is cached too (``~/.cache/steindiag-bench/runs``, by model, data seed, sampler seed
+and length), so that another commit is measured on the same draws without sampling again.
 
 The machine is shared: times are indicative; rates do not depend on them.
 """
@@ -358,12 +360,11 @@ def reference_posterior(name, data_seed, draws):
     steps (target_accept as the model asks), read from the cache or sampled once."""
     import arviz as az
     import pymc as pm
-    import pymc_models
 
     path = REFERENCE_CACHE / f"reference-{name}-data{data_seed}-{draws}.nc"
     if path.exists():
         return az.from_netcdf(path)
-    gallery = pymc_models.MODELS[name](np.random.default_rng(data_seed))
+    gallery = gallery_model(name, data_seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = pm.sample(model=gallery.model, draws=draws, tune=1000, chains=4, cores=1,
@@ -398,23 +399,55 @@ def reference_check(idata, reference):
             "reference_divergences": reference_divergences}
 
 
-def run_pymc(task):
-    """NUTS on one gallery model with one seed; diagnosed when healthy."""
-    name, rep, variants, commit, draws, data_seed, reference_draws = task
-    import arviz as az
-    import pymc as pm
+@functools.lru_cache(maxsize=None)
+def gallery_model(name, data_seed):
+    """The gallery model ``name`` on the data of ``data_seed``, built once per process (so
+    that its compiled functions are reused by every run of the process)."""
     import pymc_models
 
-    gallery = pymc_models.MODELS[name](np.random.default_rng(data_seed))
-    seed = seeds_for("pymc-" + name, rep)[1]
+    return pymc_models.MODELS[name](np.random.default_rng(data_seed))
+
+
+_WARMED = set()
+
+
+def nuts_run(name, gallery, data_seed, seed, draws):
+    """(idata, sampling seconds) of one NUTS run: 4 chains x ``draws`` after as many tuning
+    steps, read from RUN_CACHE when this (model, data, seed, length) was sampled before
+    (then the seconds are those recorded with it), else sampled and stored there. The
+    cache lets a later commit be measured on the same draws (paired) without sampling
+    again."""
+    import arviz as az
+    import pymc as pm
+
+    path = REFERENCE_CACHE / "runs" / f"run-{name}-data{data_seed}-seed{seed}-{draws}.nc"
+    if path.exists():
+        idata = az.from_netcdf(path)
+        return idata, float(idata.attrs.get("sampling_seconds", float("nan")))
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = pm.sample(model=gallery.model, draws=draws, tune=draws, chains=4, cores=1,
-                          random_seed=seed % 2**31, progressbar=False,
+                          random_seed=seed, progressbar=False,
                           compute_convergence_checks=False, **gallery.sample_kwargs)
+    seconds = time.perf_counter() - start
+    idata.attrs["sampling_seconds"] = seconds
+    path.parent.mkdir(parents=True, exist_ok=True)
+    idata.to_netcdf(path)
+    return idata, seconds
+
+
+def run_pymc(task):
+    """NUTS on one gallery model with one seed; diagnosed when healthy."""
+    name, rep, variants, commit, draws, data_seed, reference_draws = task
+    import arviz as az
+
+    gallery = gallery_model(name, data_seed)
+    seed = seeds_for("pymc-" + name, rep)[1]
+    idata, sampling_seconds = nuts_run(name, gallery, data_seed, seed % 2**31, draws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         rhat = float(az.rhat(idata).to_array().max())
-    sampling_seconds = time.perf_counter() - start
     divergences = int(idata.sample_stats["diverging"].sum())
     base = {"commit": commit, "config": "pymc-" + name, "kind": "nuts", "rep": rep,
             "n_chain": 4, "n_draw": draws, "dim": gallery.dim, "data_seed": data_seed,
@@ -424,14 +457,16 @@ def run_pymc(task):
     if healthy and reference_draws:
         base.update(reference_check(idata, reference_posterior(name, data_seed,
                                                                reference_draws)))
-    if healthy:
-        # Untimed warm-up on 50 draws: compiles the model's PyTensor functions, which the
-        # first call would otherwise pay for (minutes with the C backend).
+    if healthy and (name, data_seed) not in _WARMED:
+        # Untimed warm-up on 50 draws, once per model and process: compiles the model's
+        # PyTensor functions, which the first call would otherwise pay for (minutes with
+        # the C backend).
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import steindiag
 
             steindiag.diagnose(idata.sel(draw=slice(0, 50)), gallery.model, rng=0)
+        _WARMED.add((name, data_seed))
     rows = []
     for variant in variants:
         row = dict(base, variant=variant)

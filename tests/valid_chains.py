@@ -420,6 +420,106 @@ def mala(target, n_chain, n_draw, *, step, rng, proposal_scale=None):
                   description=f"MALA on {target.name}, step {step:g}")
 
 
+def hmc_chains(target, n_chain, n_draw, *, step, n_leapfrog, rng, jitter=0.0):
+    """Hamiltonian Monte Carlo on ``target``: leapfrog with a Metropolis correction.
+
+    Each transition draws a momentum m ~ N(0, I), runs L = ``n_leapfrog`` leapfrog steps
+    of size h (``step``, times a factor drawn uniformly from [1 - jitter, 1 + jitter]
+    per transition and chain) and accepts the end point with probability
+    min(1, exp(-H(end) + H(start))), H(x, m) = -log p(x) + |m|^2 / 2. Started at exact
+    draws.
+
+    Notes
+    -----
+    Exact: the leapfrog map is volume-preserving and reversible (with the momentum
+    flipped), so the Metropolis step makes the transition leave p(x) N(m; 0, I)
+    invariant, and a fresh momentum leaves it invariant too; a step size drawn
+    independently of the state does not change that. Started at an exact draw, every
+    x_t is marginally p. With a path L h near half a period of the target's oscillation
+    the draws are antithetic (negative lag-1 autocorrelation), as NUTS's often are,
+    while their squares stay positively autocorrelated.
+    """
+    x = target.sample(rng, n_chain)
+    log_p, score = target.log_density(x), target.score(x)
+    draws = np.empty((n_chain, n_draw, target.dim))
+    draws[:, 0] = x
+    accepted = np.zeros(n_chain)
+    for t in range(1, n_draw):
+        h = step * (1.0 + jitter * rng.uniform(-1.0, 1.0, size=(n_chain, 1)))
+        momentum = rng.standard_normal(x.shape)
+        start_energy = -log_p + 0.5 * (momentum ** 2).sum(axis=1)
+        position, gradient = x.copy(), score.copy()
+        momentum = momentum + 0.5 * h * gradient
+        for step_index in range(n_leapfrog):
+            position = position + h * momentum
+            gradient = target.score(position)
+            if step_index < n_leapfrog - 1:
+                momentum = momentum + h * gradient
+        momentum = momentum + 0.5 * h * gradient
+        log_p_end = target.log_density(position)
+        end_energy = -log_p_end + 0.5 * (momentum ** 2).sum(axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            accept = np.log(rng.uniform(size=n_chain)) < start_energy - end_energy
+        accept &= np.isfinite(end_energy)
+        x = np.where(accept[:, None], position, x)
+        log_p = np.where(accept, log_p_end, log_p)
+        score = np.where(accept[:, None], gradient, score)
+        accepted += accept
+        draws[:, t] = x
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True, acceptance=accepted / max(n_draw - 1, 1),
+                  description=f"HMC on {target.name}, step {step:g} x {n_leapfrog}")
+
+
+def exact_hmc_gaussian(n_chain, n_draw, covariance, path_length, *, rng):
+    """HMC with the exact Hamiltonian flow on N(0, Sigma), unit mass, fixed path length T.
+
+    In the eigenbasis Sigma = Q diag(lambda) Q^T, the flow for time T maps each
+    coordinate z_k = (Q^T x)_k with fresh momentum m_k ~ N(0, 1) to
+    z_k cos(T / sd_k) + sd_k m_k sin(T / sd_k), sd_k = sqrt(lambda_k): a stationary AR(1)
+    path with coefficient rho_k = cos(T / sd_k) (:func:`ar1_paths`), negative where
+    T / sd_k is between pi / 2 and 3 pi / 2 (antithetic draws).
+
+    Notes
+    -----
+    Exact: the exact flow conserves H and volume, so no Metropolis step is needed;
+    z_k' has mean 0 and variance sd_k^2 (cos^2 + sin^2), so x' = Q z' ~ N(0, Sigma)
+    whenever x does, and the chains start at exact draws.
+    """
+    covariance = np.atleast_2d(np.asarray(covariance, dtype=float))
+    eigenvalues, rotation = np.linalg.eigh(covariance)
+    rho = np.cos(float(path_length) / np.sqrt(eigenvalues))
+    # Coefficients at +-1 (a path of a whole number of half periods) would not mix.
+    rho = np.clip(rho, -0.98, 0.98)
+    target = gaussian_target(np.zeros(covariance.shape[0]), covariance)
+    latent = ar1_paths(n_chain, n_draw, rho, rng=rng) * np.sqrt(eigenvalues)
+    draws = latent @ rotation.T
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True,
+                  description=f"exact HMC on N(0, Sigma), d={covariance.shape[0]}, path "
+                              f"{path_length:g}, lag-1 correlations {rho.min():.2f} to "
+                              f"{rho.max():.2f}")
+
+
+def equicorrelated_covariance(dim, correlation, sds=None):
+    """Sigma_ij = s_i s_j (correlation if i != j else 1): every pair equally correlated.
+
+    ``sds`` default all 1. Eigenvalues 1 + (d - 1) correlation (once) and 1 - correlation
+    (d - 1 times) for unit sds: condition number about d / (1 - correlation).
+    """
+    sds = np.ones(dim) if sds is None else np.asarray(sds, dtype=float)
+    correlation_matrix = np.full((dim, dim), float(correlation))
+    np.fill_diagonal(correlation_matrix, 1.0)
+    return np.outer(sds, sds) * correlation_matrix
+
+
+def iid_draws(target, n_chain, n_draw, *, rng):
+    """Independent exact draws of ``target``, as (chain, draw, d) chains."""
+    draws = target.sample(rng, n_chain * n_draw).reshape(n_chain, n_draw, target.dim)
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True, description=f"independent draws of {target.name}")
+
+
 # ------------------------------------------------------------------------------------
 # Biased samplers
 # ------------------------------------------------------------------------------------
@@ -541,3 +641,20 @@ def stuck_chain(n_chain, n_draw, dim, *, rng, rho=0.0):
                   valid=False,
                   description=f"{n_chain - 1} AR(1) chains (rho={rho:g}) on N(0, I_{dim}) "
                               "and one constant chain")
+
+
+def nearly_stuck_chain(n_chain, n_draw, dim, *, rng, rho=0.5, offset=6.0, move=1e-5):
+    """Valid AR(1) chains on N(0, I_d) and a last one that sits ``offset`` sd out in every
+    coordinate and moves ``move`` per step (a Gaussian random walk of that step size).
+
+    The case of issue 39: a chain that barely moves, far out, is not sampling the target;
+    its draws are distinct (no two equal), so equality does not find it.
+    """
+    chains = ar1_chains(n_chain, n_draw, dim, rho, rng=rng)
+    draws = chains.draws
+    steps = move * rng.standard_normal((n_draw, dim))
+    draws[-1] = offset + np.cumsum(steps, axis=0)
+    return Chains(draws=draws, score=chains.score, log_density=chains.log_density,
+                  valid=False,
+                  description=f"{n_chain - 1} AR(1) chains (rho={rho:g}) on N(0, I_{dim}) and "
+                              f"one {offset:g} sd out moving {move:g} per step")
