@@ -173,6 +173,36 @@ def student_t_target(dim, degrees_of_freedom=5.0):
                   sample=sample, mean=np.zeros(dim))
 
 
+def multivariate_t_target(scale_matrix, degrees_of_freedom=5.0):
+    """The multivariate Student-t with scale matrix S and nu degrees of freedom, centred.
+
+    log p(x) = -(nu + d) / 2 log(1 + x^T S^-1 x / nu) + const; score
+    -(nu + d) S^-1 x / (nu + x^T S^-1 x); exact draws L z / sqrt(w / nu) with L L^T = S,
+    z ~ N(0, I_d) and w ~ chi^2_nu independent. Covariance nu / (nu - 2) S for nu > 2:
+    heavy tails and correlation at once.
+    """
+    scale_matrix = np.atleast_2d(np.asarray(scale_matrix, dtype=float))
+    precision = np.linalg.inv(scale_matrix)
+    cholesky = np.linalg.cholesky(scale_matrix)
+    dim, nu = scale_matrix.shape[0], float(degrees_of_freedom)
+
+    def quadratic(x):
+        return np.einsum("ni,ij,nj->n", x, precision, x)
+
+    def log_density(x):
+        return -0.5 * (nu + dim) * np.log1p(quadratic(x) / nu)
+
+    def score(x):
+        return -(nu + dim) * (x @ precision) / (nu + quadratic(x))[:, None]
+
+    def sample(rng, n):
+        z = rng.standard_normal((n, dim)) @ cholesky.T
+        return z / np.sqrt(rng.chisquare(nu, size=n) / nu)[:, None]
+
+    return Target(name=f"multivariate t{nu:g}, d={dim}", dim=dim, log_density=log_density,
+                  score=score, sample=sample, mean=np.zeros(dim))
+
+
 def gaussian_mixture_target(means, weights=None, sd=1.0):
     """sum_k w_k N(mu_k, sd^2 I) as a :class:`Target`.
 
@@ -471,34 +501,43 @@ def hmc_chains(target, n_chain, n_draw, *, step, n_leapfrog, rng, jitter=0.0):
                   description=f"HMC on {target.name}, step {step:g} x {n_leapfrog}")
 
 
-def exact_hmc_gaussian(n_chain, n_draw, covariance, path_length, *, rng):
-    """HMC with the exact Hamiltonian flow on N(0, Sigma), unit mass, fixed path length T.
+def exact_hmc_gaussian(n_chain, n_draw, covariance, path_length, *, rng, jitter=0.0):
+    """HMC with the exact Hamiltonian flow on N(0, Sigma), unit mass, path length T.
 
     In the eigenbasis Sigma = Q diag(lambda) Q^T, the flow for time T maps each
     coordinate z_k = (Q^T x)_k with fresh momentum m_k ~ N(0, 1) to
-    z_k cos(T / sd_k) + sd_k m_k sin(T / sd_k), sd_k = sqrt(lambda_k): a stationary AR(1)
-    path with coefficient rho_k = cos(T / sd_k) (:func:`ar1_paths`), negative where
-    T / sd_k is between pi / 2 and 3 pi / 2 (antithetic draws).
+    z_k cos(T / sd_k) + sd_k m_k sin(T / sd_k), sd_k = sqrt(lambda_k). With a fixed path
+    (``jitter`` 0) each z_k is a stationary AR(1) path with coefficient cos(T / sd_k),
+    negative where T / sd_k is between pi / 2 and 3 pi / 2 (antithetic draws); with
+    ``jitter`` j, T is drawn uniformly from [T (1 - j), T (1 + j)] at every transition
+    (one for all coordinates, as NUTS's path is), which averages the coefficients of the
+    fast coordinates towards 0.
 
     Notes
     -----
-    Exact: the exact flow conserves H and volume, so no Metropolis step is needed;
-    z_k' has mean 0 and variance sd_k^2 (cos^2 + sin^2), so x' = Q z' ~ N(0, Sigma)
-    whenever x does, and the chains start at exact draws.
+    Exact: the exact flow conserves H and volume, so no Metropolis step is needed; given
+    T (drawn independently of the state), z_k' has mean 0 and variance
+    sd_k^2 (cos^2 + sin^2), so x' = Q z' ~ N(0, Sigma) whenever x does, and the chains
+    start at exact draws.
     """
     covariance = np.atleast_2d(np.asarray(covariance, dtype=float))
     eigenvalues, rotation = np.linalg.eigh(covariance)
-    rho = np.cos(float(path_length) / np.sqrt(eigenvalues))
-    # Coefficients at +-1 (a path of a whole number of half periods) would not mix.
-    rho = np.clip(rho, -0.98, 0.98)
+    sds = np.sqrt(eigenvalues)
     target = gaussian_target(np.zeros(covariance.shape[0]), covariance)
-    latent = ar1_paths(n_chain, n_draw, rho, rng=rng) * np.sqrt(eigenvalues)
+    latent = np.empty((n_chain, n_draw, sds.size))
+    latent[:, 0] = sds * rng.standard_normal((n_chain, sds.size))
+    for t in range(1, n_draw):
+        path = float(path_length) * (1.0 + jitter * rng.uniform(-1.0, 1.0, size=(n_chain, 1)))
+        angle = path / sds
+        momentum = rng.standard_normal((n_chain, sds.size))
+        latent[:, t] = latent[:, t - 1] * np.cos(angle) + sds * momentum * np.sin(angle)
     draws = latent @ rotation.T
+    rho = np.cos(float(path_length) / sds)
     return Chains(draws=draws, score=target.score, log_density=target.log_density,
                   valid=True,
                   description=f"exact HMC on N(0, Sigma), d={covariance.shape[0]}, path "
-                              f"{path_length:g}, lag-1 correlations {rho.min():.2f} to "
-                              f"{rho.max():.2f}")
+                              f"{path_length:g} (jitter {jitter:g}), lag-1 correlations at the "
+                              f"fixed path {rho.min():.2f} to {rho.max():.2f}")
 
 
 def equicorrelated_covariance(dim, correlation, sds=None):
