@@ -559,6 +559,64 @@ def iid_draws(target, n_chain, n_draw, *, rng):
                   valid=True, description=f"independent draws of {target.name}")
 
 
+def student_t_ar1_chains(n_chain, n_draw, dim, degrees_of_freedom, rho, *, rng):
+    """Stationary chains on independent Student-t coordinates through a Gaussian copula.
+
+    x_t = F_nu^-1(Phi(z_t)) coordinate-wise, z an AR(1) path with coefficient ``rho``
+    (:func:`ar1_paths`). With rho < 0 the draws are antithetic while their squares stay
+    positively autocorrelated (as z_t^2 has lag-1 correlation rho^2), the pattern of NUTS
+    output, on a target whose scores are heavy-tailed.
+
+    Notes
+    -----
+    Exact: every z_t is an exact N(0, 1) draw, so Phi(z_t) is uniform and F_nu^-1 of it an
+    exact t_nu draw (the probability integral transform), for every t.
+    """
+    from scipy import special, stats
+
+    target = student_t_target(dim, degrees_of_freedom)
+    latent = ar1_paths(n_chain, n_draw, np.full(dim, float(rho)), rng=rng)
+    # Phi(z) through the tails in log space: stats.t.ppf of special.ndtr would round
+    # 1 - 1e-17 to 1 for z > 8.3 (never reached here, but exact where it is).
+    draws = np.where(latent > 0,
+                     stats.t.isf(special.ndtr(-latent), degrees_of_freedom),
+                     stats.t.ppf(special.ndtr(latent), degrees_of_freedom))
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True,
+                  description=f"t{degrees_of_freedom:g} copula AR(1) on {target.name}, "
+                              f"rho={rho:g}")
+
+
+def multivariate_t_ar1_chains(n_chain, n_draw, scale_matrix, degrees_of_freedom, rho,
+                              scale_rho, *, rng):
+    """Stationary chains on a correlated multivariate Student-t: x_t = L z_t / sqrt(w_t / nu).
+
+    z an AR(1) path per coordinate with coefficient ``rho`` (negative: antithetic
+    directions), w_t = F_chi2_nu^-1(Phi(u_t)) with u an AR(1) path with coefficient
+    ``scale_rho`` (positive: the radius, hence the squares and the score's size, stays
+    positively autocorrelated).
+
+    Notes
+    -----
+    Exact: for every t, z_t ~ N(0, I) and u_t ~ N(0, 1) are independent, so w_t is an
+    exact chi^2_nu draw independent of z_t, and L z_t / sqrt(w_t / nu) an exact draw of
+    :func:`multivariate_t_target`.
+    """
+    from scipy import special, stats
+
+    target = multivariate_t_target(scale_matrix, degrees_of_freedom)
+    cholesky = np.linalg.cholesky(np.atleast_2d(np.asarray(scale_matrix, dtype=float)))
+    latent = ar1_paths(n_chain, n_draw, np.full(target.dim, float(rho)), rng=rng)
+    radius = ar1_paths(n_chain, n_draw, [float(scale_rho)], rng=rng)[..., 0]
+    w = np.where(radius > 0, stats.chi2.isf(special.ndtr(-radius), degrees_of_freedom),
+                 stats.chi2.ppf(special.ndtr(radius), degrees_of_freedom))
+    draws = (latent @ cholesky.T) / np.sqrt(w / degrees_of_freedom)[..., None]
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True,
+                  description=f"copula AR(1) on {target.name}, direction rho={rho:g}, "
+                              f"radius rho={scale_rho:g}")
+
+
 # ------------------------------------------------------------------------------------
 # Biased samplers
 # ------------------------------------------------------------------------------------
