@@ -197,6 +197,70 @@ def configurations():
                                        proposal_scale=scale),
                 n_chain=n_chain, n_draw=n_draw, dim=dim, note=note + ", started at exact draws"))
 
+    # Issue 36 point 4: antithetic chains (NUTS-like) and heavy-tailed targets, valid by
+    # construction; issue 39 point 4: the sample-covariance statistic on strongly
+    # correlated targets, including short runs.
+    def valid(name, make, n_chain, n_draw, dim, note):
+        found.append(Configuration(name=name, kind="valid", make=make, n_chain=n_chain,
+                                   n_draw=n_draw, dim=dim, note=note))
+
+    # Chains whose draws are nearly independent (tau < 1) are tested draw by draw, which
+    # costs O(n^2): 4 x 500 draws keep 200 repetitions within the benchmark's time.
+    for dim, rho in [(2, -0.5), (10, -0.7)]:
+        valid(f"ar1neg-d{dim}-rho{rho:g}-4x500",
+              functools.partial(vc.ar1_chains, 4, 500, dim, rho), 4, 500, dim,
+              f"AR(1) on N(0, I_{dim}) with rho = {rho:g} (antithetic, tau = "
+              f"{float(vc.tau_for_rho(rho)):.2f}; squares lag-1 correlation {rho ** 2:g})")
+    equi10 = vc.equicorrelated_covariance(10, 0.9)
+    spread10 = np.diag(np.logspace(0.0, 1.0, 10))  # sds 1 to 3.16
+    for name, covariance, path, n_draw, note in [
+            ("exacthmc-spread-d10-T2.6", spread10, 2.6, 1000,
+             "N(0, diag(sds^2)), sds log-spaced 1 to 3.16; lag-1 correlations cos(T / sd) "
+             "from -0.86 (narrow) to 0.68 (wide)"),
+            ("exacthmc-equi0.9-d10-T1.2", equi10, 1.2, 1000,
+             "equicorrelated rho 0.9, d = 10 (sds 3.02 once, 0.32 nine times); lag-1 "
+             "correlations -0.80 (narrow) and 0.92 (wide)"),
+            ("exacthmc-equi0.9-d10-T1.2", equi10, 1.2, 250, "the same, short runs")]:
+        valid(f"{name}-4x{n_draw}",
+              functools.partial(vc.exact_hmc_gaussian, 4, n_draw, covariance, path), 4, n_draw,
+              covariance.shape[0], f"HMC with the exact flow, fixed path T = {path:g}, on "
+                                   + note)
+    t5_2 = functools.partial(vc.student_t_target, 2, 5.0)
+    valid("hmc-t5-d2-4x500",
+          functools.partial(lambda rng: vc.hmc_chains(t5_2(), 4, 500, step=0.5, n_leapfrog=5,
+                                                      rng=rng)),
+          4, 500, 2, "t5 x t5, HMC leapfrog 5 x 0.5 + Metropolis, started at exact draws "
+                      "(antithetic in the draws)")
+    for dim, nu, rho, n_draw in [(1, 3, -0.5, 500), (2, 3, 0.5, 1000), (5, 4, -0.5, 500),
+                                 (2, 3, -0.5, 250)]:
+        valid(f"t{nu}copula-d{dim}-rho{rho:g}-4x{n_draw}",
+              functools.partial(vc.student_t_ar1_chains, 4, n_draw, dim, float(nu), rho),
+              4, n_draw, dim, f"independent t{nu} coordinates, Gaussian-copula AR(1) with "
+                              f"rho = {rho:g} (squares positively autocorrelated)")
+    for dim, n_draw in [(2, 500)]:
+        valid(f"iid-t3-d{dim}-4x{n_draw}",
+              functools.partial(lambda rng, d=dim, n=n_draw: vc.iid_draws(
+                  vc.student_t_target(d, 3.0), 4, n, rng=rng)),
+              4, n_draw, dim, f"independent exact t3 draws, d = {dim}")
+    equi5 = vc.equicorrelated_covariance(5, 0.9)
+    valid("mvt4-equi0.9-d5-anti-4x500",
+          functools.partial(vc.multivariate_t_ar1_chains, 4, 500, equi5, 4.0, -0.5, 0.5),
+          4, 500, 5, "multivariate t4, scale equicorrelated rho 0.9 (d = 5); directions "
+                      "AR(1) rho -0.5, radius copula AR(1) rho 0.5")
+    for dim, n_draw in [(5, 250), (10, 250)]:
+        covariance = vc.equicorrelated_covariance(dim, 0.9)
+        valid(f"iid-equi0.9-d{dim}-4x{n_draw}",
+              functools.partial(lambda rng, c=covariance, n=n_draw: vc.iid_draws(
+                  vc.gaussian_target(np.zeros(c.shape[0]), c), 4, n, rng=rng)),
+              4, n_draw, dim, f"independent draws of N(0, Sigma), equicorrelated rho 0.9, "
+                              f"d = {dim}")
+    for dim, corr, n_draw in [(10, 0.9, 250), (10, 0.99, 250), (10, 0.9, 1000)]:
+        covariance = vc.equicorrelated_covariance(dim, corr)
+        valid(f"var1-equi{corr:g}-d{dim}-rho0.5-4x{n_draw}",
+              functools.partial(vc.var1_chains, 4, n_draw, covariance, np.full(dim, 0.5)),
+              4, n_draw, dim, f"VAR(1) on N(0, Sigma), equicorrelated rho {corr:g}, d = {dim}; "
+                              "latent AR(1) rho 0.5 (tau 3)")
+
     def power(name, make, n_chain, n_draw, dim, note):
         found.append(Configuration(name=name, kind="power", make=make, n_chain=n_chain,
                                    n_draw=n_draw, dim=dim, note=note))
@@ -240,6 +304,11 @@ def configurations():
     power("stuck-d2-4x1000",
           functools.partial(vc.stuck_chain, 4, 1000, 2, rho=0.5),
           4, 1000, 2, "3 AR(1) chains (rho 0.5) on N(0, I_2) and one constant chain")
+    for dim, n_draw in [(4, 1000), (4, 250), (2, 1000)]:
+        power(f"nearlystuck-d{dim}-4x{n_draw}",
+              functools.partial(vc.nearly_stuck_chain, 4, n_draw, dim, rho=0.5),
+              4, n_draw, dim, f"3 AR(1) chains (rho 0.5) on N(0, I_{dim}) and one 6 sd out in "
+                              "every coordinate moving 1e-5 per step (issue 39)")
     return {configuration.name: configuration for configuration in found}
 
 
