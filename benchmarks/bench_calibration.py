@@ -604,6 +604,38 @@ def verdict_summary(rows):
     }
 
 
+# What made a verdict "does not fit", read from its reason (pooled and every chain's).
+FIRED = (("never moved", "stuck"), ("barely move", "stuck"),
+         ("spread about", "far off"), ("draws spread", "far off"),
+         ("MMD test of agreement", "agreement (MMD)"), ("unvisited mass", "missing mass"),
+         ("KSD test rejects chain", "KSD, chains"))
+
+
+def fired_tests(row):
+    """The tests behind a run's "does not fit" verdicts (pooled and chains), as a set."""
+    found = set()
+    pairs = [("pooled", row["verdict_pooled"], row["reason_pooled"])] + [
+        ("chain", verdict, reason) for verdict, reason in zip(row["verdicts"], row["reasons"])]
+    for where, verdict, reason in pairs:
+        if verdict != "does not fit":
+            continue
+        names = [name for text, name in FIRED if text in reason]
+        if not names and "KSD test rejects" in reason:
+            names = ["KSD, pooled" if where == "pooled" else "KSD, chains"]
+        found.update(names or ["other"])
+    return found
+
+
+def fired_summary(rows):
+    """"test: runs, ..." over the runs with any "does not fit" (pooled or a chain)."""
+    counts = {}
+    for row in rows:
+        if "verdict_pooled" in row:
+            for name in fired_tests(row):
+                counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name}: {count}" for name, count in sorted(counts.items())) or "-"
+
+
 def component_sizes(rows):
     """Per p-value variable: share of finite p-values <= the run's test_level, and <= 0.05."""
     names = sorted({name for row in rows for name in row.get("evidence", {})
@@ -648,8 +680,8 @@ def tables(rows, names):
     header = ("| configuration | variant | runs | \"does not fit\" pooled | \"does not fit\" "
               "pooled or any chain (family-wise) | \"inconclusive\" pooled | \"fits\" pooled | "
               "fits/dnf/inc | per chain: \"does not fit\" | per chain: \"inconclusive\" | "
-              "test level | median s |")
-    rule = "|---" * 12 + "|"
+              "test level | median s | tests that fired (runs) |")
+    rule = "|---" * 13 + "|"
     for kind, title in (("valid", "Valid chains: false alarms (every draw is an exact draw of p)"),
                         ("nuts", "PyMC NUTS, healthy runs only (no divergences, R-hat < 1.01)"),
                         ("power", "Biased samplers: power (a \"fits\" is a miss)")):
@@ -670,7 +702,7 @@ def tables(rows, names):
                 f"| {key[0]} | {key[1]} | {runs} | {summary['dnf_pooled']} | {summary['dnf_any']} "
                 f"| {summary['inconclusive']} | {summary['fits']} | {summary['counts']} "
                 f"| {summary['chain_dnf']} | {summary['chain_inconclusive']} | {levels} "
-                f"| {summary['seconds']:.2f} |")
+                f"| {summary['seconds']:.2f} | {fired_summary(by_key[key])} |")
         lines.append("")
         if kind == "nuts":
             lines += reference_table([row for key in selected for row in by_key[key]])
