@@ -18,7 +18,6 @@ from steindiag.engine.progress import CONSERVATIVE_FLOPS, make_progress
 from steindiag.methods.nystrom import nystrom_forms
 from steindiag.stats.autocorrelation import (
     chains_autocorrelation_time,
-    folded_ranks,
     integrated_autocorrelation_time,
 )
 from steindiag.stats.bootstrap import (
@@ -118,13 +117,9 @@ def plan_test(prepared, bootstrap, *, has_chains, estimator, rng, damped=False):
     if bootstrap == "thinned":
         # One lag for all chains, so that the blocks form one array: from the largest tau
         # over the coordinates of the chains' mean autocorrelation (each chain's own
-        # largest tau is noisier, and its maximum over many coordinates biased upwards),
-        # of the draws, the scores and the draws' folded ranks: antithetic draws (NUTS)
-        # have tau below 1 while the statistic's second-order terms stay autocorrelated
-        # (HMC on t5 x t5: tau 1 against 3.3, lag 1 against 12; valid runs rejected at
-        # 6.9 %, benchmarks/results/calibration.md).
-        common_tau = chains_autocorrelation_time(np.concatenate(
-            [prepared.draws, prepared.scores, folded_ranks(prepared.draws)], axis=2)).max()
+        # largest tau is noisier, and its maximum over many coordinates biased upwards).
+        common_tau = chains_autocorrelation_time(
+            np.concatenate([prepared.draws, prepared.scores], axis=2)).max()
         lag = int(thinning_lag(common_tau))
         n_offsets = thinned_offsets(common_tau, lag)
         n_used = max(n_draw // lag, 1)

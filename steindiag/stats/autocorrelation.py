@@ -1,4 +1,4 @@
-"""Integrated autocorrelation time of chains (array layer, NumPy and SciPy).
+"""Integrated autocorrelation time of chains (array layer, NumPy only).
 
 Used by the tests on MCMC output to size what must stay together: the blocks of the
 thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutation tests
@@ -6,10 +6,8 @@ thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutatio
 """
 
 import numpy as np
-from scipy.special import ndtri
-from scipy.stats import rankdata
 
-__all__ = ["chains_autocorrelation_time", "folded_ranks", "integrated_autocorrelation_time"]
+__all__ = ["chains_autocorrelation_time", "integrated_autocorrelation_time"]
 
 # Columns transformed at a time: the FFT buffers are about 3 * size * _COLUMNS doubles
 # (size = the next power of two above 2 n), so long chains with many columns stay small.
@@ -80,23 +78,6 @@ def chains_autocorrelation_time(x):
             tau_cols[found] = _geyer(mean)
             tau[cols] = tau_cols
     return tau
-
-
-def folded_ranks(x):
-    """Folded, rank-normalised columns of chains x (chain, draw, k): a second-order feature.
-
-    z = Phi^-1((r - 3/8) / (S + 1/4)), r the rank (ties averaged) of |x - median| among
-    all S = chain * draw values of the column (Vehtari et al. 2021's folded rank
-    normalisation). Even in x and bounded in effect whatever x's tails: where the draws
-    are antithetic (tau of x below 1, as NUTS's often are) their squares, and the Stein
-    kernel's second-order terms, can stay positively autocorrelated, and this feature's
-    autocorrelation shows it, also for heavy-tailed draws whose squares have no variance.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    n_chain, n, k = x.shape
-    flat = x.reshape(-1, k)
-    ranks = rankdata(np.abs(flat - np.median(flat, axis=0)), axis=0)
-    return ndtri((ranks - 0.375) / (flat.shape[0] + 0.25)).reshape(n_chain, n, k)
 
 
 def integrated_autocorrelation_time(x):
