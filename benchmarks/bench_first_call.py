@@ -133,12 +133,13 @@ def child(model_name, functions, profile):
         steindiag.__file__
     logging.getLogger("pymc").setLevel(logging.ERROR)
     model = build_model(model_name)
+    cpu_start = _cpu()
     start = time.perf_counter()
     with model:
         idata = pm.sample(1000, tune=1000, chains=4, random_seed=1, progressbar=False,
                           compute_convergence_checks=False)
     sample = time.perf_counter() - start
-    out = {"sample": sample, "d": int(sum(np.size(v) for v in model.initial_point().values())),
+    out = {"sample": sample, "cpu_sample": _cpu() - cpu_start, "d": int(sum(np.size(v) for v in model.initial_point().values())),
            "calls": {}}
     for function in functions.split(","):
         COMPILED.pop(model, None)
@@ -148,19 +149,36 @@ def child(model_name, functions, profile):
 
             profiler = cProfile.Profile()
             profiler.enable()
+        cpu_start = _cpu()
         start = time.perf_counter()
         _call(function, idata, model)
         first = time.perf_counter() - start
+        cpu_first = _cpu() - cpu_start
         if profiler is not None:
             profiler.disable()
+        cpu_start = _cpu()
         start = time.perf_counter()
         _call(function, idata, model)
         again = time.perf_counter() - start
-        call = {"first": first, "again": again}
+        call = {"first": first, "again": again, "cpu_first": cpu_first,
+                "cpu_again": _cpu() - cpu_start}
         if profiler is not None:
             call["profile"] = _profile_summary(profiler)
         out["calls"][function] = call
+    out["model"], out["load"] = model_name, os.getloadavg()
+    out["steindiag"] = str(ROOT_OF_STEINDIAG)
     print("RESULT " + json.dumps(out))
+    with open(os.environ.get("FIRST_CALL_LOG", "/tmp/first_call_runs.jsonl"), "a") as log:
+        log.write(json.dumps(out) + "\n")
+
+
+def _cpu():
+    """CPU seconds of this process (all threads) and of its finished children (g++)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _profile_summary(profiler):
