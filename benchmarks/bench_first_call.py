@@ -22,11 +22,18 @@ Functions: ``diagnose(idata, model)``, ``add_scores(idata, model)``,
 
 Reported per (model, function): medians over ``--repeats`` processes of the sampling
 time, the first call, the repeated call, and the ratios first / sample and first -
-repeated measured in each process; the load average before and after.
+repeated measured in each process; the load average before and after. Each child also
+appends its raw record, with CPU seconds (process and g++ children), to
+``$FIRST_CALL_LOG`` (default /tmp/first_call_runs.jsonl).
 
 Run:  python benchmarks/bench_first_call.py [--repeats 3] [--models robust,logistic,radon]
       [--functions diagnose,add_scores,control_variates] [--cold-numba] [--profile]
-      [--out benchmarks/results/first_call.md]
+      [--one-process] [--base OTHER_CHECKOUT] [--out FILE]
+
+``--one-process``: one process per model runs every function in turn (steindiag's
+in-memory cache emptied between them; PyTensor's compile directory keeps what the earlier
+ones compiled, so the later functions' first calls are lower bounds). ``--base``: the
+same runs on another checkout, alternating.
 
 ``--profile``: one process per case under cProfile; prints the time of the first call
 spent in PyTensor's compilation (``pytensor.compile.function.types.orig_function``), in
