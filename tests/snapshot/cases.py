@@ -7,8 +7,9 @@ fixtures is seeded through their own APIs). Inputs are built once per process
 (``functools.cache``) and never modified by a case.
 
 Keep clear of the library's timing-based choices, whose numbers agree only to rounding:
-``add_scores`` (and every call with a PyMC ``model``) times a batched against a per-draw
-score from 512 draws on, so the PyMC trace has 240 draws; ``stein_weights(method=
+``add_scores`` (and every call with a PyMC ``model``) compiles and times a batched score
+graph against the per-draw function only when the per-draw loop would take more than 10 s,
+so the PyMC trace has 240 draws (per-draw); ``stein_weights(method=
 "frank-wolfe")`` times one thread against all from 8000 draws on, so its case has 120.
 Results were checked to be the same bits with NUMBA_NUM_THREADS = 1, 2, 3 and 8.
 
