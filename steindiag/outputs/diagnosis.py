@@ -13,6 +13,8 @@ import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
 from steindiag._words import plural
+from steindiag.outputs.divergences import (divergence_advice, divergence_attrs,
+                                           divergence_line, divergence_vars)
 from steindiag.outputs.ksd_test import test_attrs
 from steindiag.stats import verdict as rules
 
@@ -132,6 +134,7 @@ _NEXT_STEP = {
     "no_rejection": "use the draws; KSD / floor and the tests found nothing to act on.",
     "divergences": ("reparameterise (e.g. non-centred) or raise target_accept until the "
                     "divergences are gone, then diagnose again."),
+    "few_divergences": "use the draws, and report the divergent transitions with them.",
     "too_few_draws": _RUN_LONGER,
     "agreement_undecided": _RUN_LONGER,
     "unvisited_mass": ("the draws missed a mode: for MCMC, start chains from overdispersed "
@@ -171,6 +174,8 @@ def _next(result, level):
     """The advice for this result: by the pooled reason's code, told apart where the code
     alone would mislead (a lone rejected chain; a missed mode of MCMC chains)."""
     code = _pooled_code(result)
+    if code in ("divergences", "few_divergences") and "reason_code_pooled" in result:
+        return divergence_advice(result)
     if code == "unvisited_mass" and "divergences" in result:
         return _MCMC_UNVISITED
     if code == "chains_rejected":
@@ -329,6 +334,9 @@ def report(result):
              f"  next: {_next(result, level)}",
              "", *_table(result), ""]
     lines += _where(result, level)
+    where_divergent = divergence_line(result)
+    if where_divergent:
+        lines.append(where_divergent)
     tested = int(result.attrs["kept_draws"]) > 0
     if result.sizes["chain"] > 1 and tested:
         lines.append(f"  chains agree: {_agreement_line(result, level)}")
@@ -421,10 +429,8 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, chain, parameter
     }
     data_vars.update(_deciding_vars(gathered, len(chain)))
     data_vars.update(_attribution_vars(gathered, len(chain)))
-    if evidence.divergences is not None:
-        data_vars["divergences"] = (("chain",), evidence.divergences,
-                                    {"long_name": "divergent transitions",
-                                     "source": found.source})
+    data_vars.update(divergence_vars(evidence, found))
+    attrs.update(divergence_attrs(found))
     if search is not None:
         data_vars["missing_mass_found"] = ((), evidence.missing_found,
                                            {"long_name": "unvisited mass found"})
