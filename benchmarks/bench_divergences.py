@@ -74,10 +74,11 @@ REFERENCES = {
 # (model, target_accept, number of seeds)
 GRID = [
     ("centred_eight_schools", 0.8, 4), ("centred_eight_schools", 0.9, 10),
-    ("centred_eight_schools", 0.95, 10), ("centred_eight_schools", 0.99, 10),
-    ("funnel", 0.8, 4), ("funnel", 0.95, 8), ("funnel", 0.99, 8),
+    ("centred_eight_schools", 0.95, 10), ("centred_eight_schools", 0.99, 20),
+    ("funnel", 0.8, 4), ("funnel", 0.95, 8), ("funnel", 0.99, 12),
     ("centred_logistic", 0.8, 8), ("centred_logistic", 0.95, 8),
-    ("eight_schools", 0.8, 30), ("latent_gp", 0.9, 15), ("robust_regression", 0.8, 20),
+    ("eight_schools", 0.8, 30), ("eight_schools", 0.9, 15), ("latent_gp", 0.9, 15),
+    ("robust_regression", 0.8, 15),
 ]
 
 
