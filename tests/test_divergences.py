@@ -15,7 +15,7 @@ import xarray as xr
 
 import steindiag
 from steindiag.inputs import sampler_warnings
-from steindiag.inputs._pymc_graph import model_parameterisation
+from steindiag.inputs._pymc_hierarchy import model_parameterisation
 from steindiag.stats import verdict as rules
 from steindiag.stats.divergences import divergence_shift
 

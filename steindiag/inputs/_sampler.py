@@ -8,7 +8,7 @@ thinning can restore. Read with them, once: the per-draw flags (where the diverg
 are), the mean acceptance statistic each chain recorded (``acceptance_rate``; NUTS adapts
 its step size until this mean is about ``target_accept``, which PyMC 5 and 6 do not store
 in the trace), and, with a PyMC model, whether the model holds a centred hierarchy
-(``_pymc_graph``). This module only reads; it depends on NumPy and xarray.
+(``_pymc_hierarchy``). This module only reads; it depends on NumPy and xarray.
 """
 
 from dataclasses import dataclass
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from steindiag._containers import container_kind, get_group
-from steindiag.inputs._pymc_graph import model_parameterisation
+from steindiag.inputs._pymc_hierarchy import model_parameterisation
 
 __all__ = ["SamplerWarnings", "sampler_warnings"]
 
@@ -48,7 +48,7 @@ class SamplerWarnings:
     acceptance : ndarray, shape (chain,), or None
         Each chain's mean acceptance statistic over the draws (None: not recorded).
     parameterisation : Parameterisation or None
-        With a PyMC model: its centred hierarchies (``_pymc_graph``); None otherwise.
+        With a PyMC model: its centred hierarchies (``_pymc_hierarchy``); None otherwise.
     """
 
     divergences: np.ndarray
