@@ -16,6 +16,7 @@ import xarray as xr
 import steindiag
 from steindiag.inputs import sampler_warnings
 from steindiag.inputs._pymc_hierarchy import model_parameterisation
+from steindiag.outputs.divergences import divergence_advice
 from steindiag.stats import verdict as rules
 from steindiag.stats.divergences import divergence_shift
 
@@ -164,32 +165,100 @@ def test_flags_and_acceptance_are_read_once_with_the_counts():
 def low_x0_divergences():
     rng = np.random.default_rng(3)
     draws = rng.standard_normal((2, 1000, 3))
-    low = np.argwhere(draws[:, :, 0] < -1.8)[:12]          # by construction: x[0] low
     diverging = np.zeros((2, 1000), dtype=bool)
-    diverging[low[:, 0], low[:, 1]] = True
+    for ch in range(2):                     # by construction: 6 per chain, where x[0] is low
+        diverging[ch, np.flatnonzero(draws[ch, :, 0] < -1.8)[:6]] = True
     return draws, diverging
 
 
+_RECORDED = ("the recorded mean acceptance is {:.2f} (NUTS tunes its step size to bring it "
+             "near target_accept, which is not read from the trace), so raising "
+             "target_accept helps little")
+
+
 @pytest.mark.parametrize("acceptance, advice", [
-    (0.98, "target_accept is already high (mean acceptance 0.98): reparameterise where the "
-           "divergences sit (x[0])"),
-    (0.81, "raise target_accept (mean acceptance now 0.81) or reparameterise (e.g. "
+    (0.98, _RECORDED.format(0.98) + ": reparameterise where the divergences sit (x[0])"),
+    (0.81, "raise target_accept (recorded mean acceptance 0.81) or reparameterise (e.g. "
            "non-centred) where the divergences sit (x[0])"),
-    (None, "raise target_accept or reparameterise"),
+    (None, "raise target_accept or reparameterise (e.g. non-centred) where the divergences "
+           "sit (x[0])"),
 ])
 def test_advice_follows_the_recorded_acceptance(low_x0_divergences, acceptance, advice):
     draws, diverging = low_x0_divergences
     res = steindiag.diagnose(_tree(draws, diverging, acceptance), score=lambda x: -x,
                              mode_search=False, rng=0)
     text = str(res)
-    # Truth: the flags were put on draws with low x[0], the acceptance written above.
+    # Truth: the flags were put on draws with low x[0] (12 of them, in both chains), the
+    # acceptance written above; 12 in 2000 draws is above the rule's few per 1000.
+    assert diverging.any(axis=1).all()
     assert res["reason_code_pooled"].item() == "divergences"
     assert f"next: {advice}" in text
-    chains_hit = "chains 0 and 1" if diverging.any(axis=1).all() else "chain"
-    assert f"where: divergences (12, {chains_hit}" in text
-    assert "sit where x[0] is low (z = -" in text
+    assert "where: 12 divergent transitions (chains 0 and 1) sit where x[0] is low (z = -" in text
     assert res["divergence_shift"].dims == ("parameter",)
     assert ("acceptance_rate" in res) == (acceptance is not None)
+
+
+def _result(state, acceptance, centred=""):
+    """A diagnose result reduced to what the advice reads: inconclusive on divergences
+    that sit nowhere in particular, the acceptance and parameterisation given."""
+    attrs = {"parameterisation": state} if state else {}
+    if centred:
+        attrs["centred_variables"] = centred
+    return xr.Dataset(
+        {"reason_code_pooled": ((), "divergences"),
+         "divergences": (("chain",), [3, 9]),
+         "divergence_shift": (("parameter",), [0.5, -1.0]),
+         "acceptance_rate": (("chain",), [acceptance, acceptance])},
+        coords={"chain": [0, 1], "parameter": ["mu", "tau_log__"]}, attrs=attrs)
+
+
+def test_advice_follows_the_parameterisation():
+    # Truth: the rules of divergence_advice as documented: a centred hierarchy is named
+    # and non-centring advised; a model read as non-centred is never told to non-centre.
+    centred = "theta (its scale depends on tau)"
+    for acceptance in (0.8, 0.98):
+        text = divergence_advice(_result("centred", acceptance, centred))
+        assert f"model has a centred hierarchy: {centred}. Write it non-centred" in text
+        assert text.startswith(_RECORDED.format(0.98)) == (acceptance == 0.98)
+        text = divergence_advice(_result("non-centred", acceptance))
+        assert "non-centred" not in text.replace("no centred hierarchy", "")
+        assert "no centred hierarchy steindiag can see" in text
+    assert "raise target_accept (recorded mean acceptance 0.80) until" in divergence_advice(
+        _result("non-centred", 0.8))
+    assert "(e.g. non-centred)" in divergence_advice(_result("unknown", 0.8))
+
+
+def test_one_divergence_reads_in_the_singular_and_fits():
+    rng = np.random.default_rng(4)
+    draws = rng.standard_normal((2, 1000, 3))          # by construction: draws of N(0, I)
+    diverging = np.zeros((2, 1000), dtype=bool)
+    diverging[1, 417] = True                            # one flag, at a draw taken at random
+    res = steindiag.diagnose(_tree(draws, diverging, 0.9), score=lambda x: -x,
+                             mode_search=False, rng=0)
+    text = str(res)
+    # Truth: the documented rule (1 divergence in 1000 draws, sitting nowhere in
+    # particular, every test passing on exact draws of p) and the plural rule.
+    assert res["verdict_pooled"].item() == "fits"
+    assert res["reason_code_pooled"].item() == "few_divergences"
+    assert "1 divergent transition (0.5 per 1000 draws), which sits nowhere" in text
+    assert "where: 1 divergent transition (chain 1) sits nowhere in particular" in text
+    assert "next: use the draws, and report the 1 divergent transition with them" in text
+    assert "1 divergent transitions" not in text
+    assert res["verdict"].values.tolist() == ["fits", "fits"]
+    assert res["reason_code"].values.tolist() == ["no_rejection", "few_divergences"]
+
+
+def test_a_trace_without_sampler_statistics():
+    rng = np.random.default_rng(5)
+    tree = xr.DataTree.from_dict({
+        "posterior": xr.Dataset({"x": (("chain", "draw", "k"),
+                                       rng.standard_normal((2, 500, 2)))})})
+    res = steindiag.diagnose(tree, score=lambda x: -x, mode_search=False, rng=0)
+    # Truth: no sample_stats group, so nothing about divergences can be said or stored.
+    for name in ("divergences", "divergence_shift", "acceptance_rate"):
+        assert name not in res
+    assert "divergen" not in str(res).split("\n", 3)[3].split("each test")[0]
+    assert res["reason_code_pooled"].item() != "few_divergences"
 
 
 # -- the model's parameterisation (graphs only, no sampling) -----------------------------------

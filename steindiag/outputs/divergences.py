@@ -10,7 +10,7 @@ acceptance and the parameterisation (codes, never the report's words).
 
 import numpy as np
 
-from steindiag._words import chains, listing
+from steindiag._words import chains, listing, plural
 from steindiag.stats import verdict as rules
 
 __all__ = ["HIGH_ACCEPTANCE", "divergence_vars", "divergence_attrs", "divergence_line",
@@ -20,7 +20,7 @@ __all__ = ["HIGH_ACCEPTANCE", "divergence_vars", "divergence_attrs", "divergence
 # adapts its step size until the mean is about target_accept; benchmarks/results/
 # divergences.md: target_accept 0.95 and 0.99 gave means of 0.93-0.99), so raising it
 # further buys little and the divergences call for another parameterisation.
-HIGH_ACCEPTANCE = 0.9
+HIGH_ACCEPTANCE = 0.95
 
 
 def divergence_vars(evidence, found):
@@ -64,15 +64,18 @@ def _named(result):
 
 
 def divergence_line(result):
-    """'  where: divergences (12, chains 0 and 2) sit where tau_log__ is low (z = -4.1)',
-    or None without divergences."""
+    """'  where: 12 divergent transitions (chains 0 and 2) sit where tau_log__ is low
+    (z = -4.1)', or None without divergences. z: the divergent draws' mean minus the
+    others', in standard errors (``divergence_shift``)."""
     if "divergences" not in result or int(result["divergences"].sum()) == 0:
         return None
     counts = result["divergences"].values
+    total = int(counts.sum())
     which = chains(result["chain"].values[counts > 0].tolist())
-    head = f"  where: divergences ({int(counts.sum())}, {which})"
+    verb = "sits" if total == 1 else "sit"
+    head = f"  where: {plural(total, 'divergent transition')} ({which})"
     if "divergence_shift" not in result:
-        return head + ": the sampler did not record which draws diverged"
+        return head + ": the trace does not say at which draws"
     picked, significant = _named(result)
     shift, names = result["divergence_shift"].values, result["parameter"].values
     if not picked.size:
@@ -80,43 +83,59 @@ def divergence_line(result):
     parts = [f"{names[k]} is {'low' if shift[k] < 0 else 'high'} (z = {shift[k]:.2g})"
              for k in picked]
     if significant:
-        return f"{head} sit where {listing(parts)}"
-    return (f"{head} sit nowhere in particular (largest shift: {names[picked[0]]}, z = "
-            f"{shift[picked[0]]:.2g})")
+        return f"{head} {verb} where {listing(parts)}"
+    return (f"{head} {verb} nowhere in particular (largest shift of a parameter's mean "
+            f"there: {names[picked[0]]}, z = {shift[picked[0]]:.2g})")
+
+
+def _acceptance(result):
+    """The chains' mean acceptance statistic as recorded (NaN when it was not)."""
+    if "acceptance_rate" not in result:
+        return np.nan
+    return float(np.nanmean(result["acceptance_rate"].values))
 
 
 def divergence_advice(result):
-    """The "next" line when the pooled reason's code is about divergences, or None."""
+    """The "next" line when the pooled reason's code is about divergences, or None.
+
+    Chosen from what the run did: the mean acceptance the sampler recorded (NUTS tunes
+    its step size until it is about target_accept, which the trace does not store: at
+    ``HIGH_ACCEPTANCE`` or above, raising target_accept helps little), the model's
+    parameterisation (a centred hierarchy is named and non-centring advised; a model
+    without one is not told to non-centre) and the parameters named where the
+    divergences sit.
+    """
     code = result["reason_code_pooled"].item() if "reason_code_pooled" in result else ""
     if code == "few_divergences":
-        return ("use the draws, and report the divergent transitions with them: they are "
-                "few, sit nowhere in particular, and no test found a difference.")
+        total = int(result["divergences"].sum())
+        return (f"use the draws, and report the {plural(total, 'divergent transition')} "
+                "with them: they are few, sit nowhere in particular, and no test found a "
+                "difference.")
     if code != "divergences":
         return None
-    attrs = result.attrs
-    state = attrs.get("parameterisation", "")
-    acceptance = (float(np.nanmean(result["acceptance_rate"].values))
-                  if "acceptance_rate" in result else np.nan)
+    state = result.attrs.get("parameterisation", "")
+    acceptance = _acceptance(result)
+    recorded = (f"the recorded mean acceptance is {acceptance:.2f} (NUTS tunes its step size "
+                "to bring it near target_accept, which is not read from the trace)")
     high = bool(acceptance >= HIGH_ACCEPTANCE)
     picked, significant = _named(result)
     where = (f" ({listing(result['parameter'].values[picked])})"
              if significant and picked.size else "")
     if state == "centred":
-        lead = (f"target_accept is already high (mean acceptance {acceptance:.2f}) and the "
-                if high else "the ")
-        return (f"{lead}model has a centred hierarchy: {attrs['centred_variables']}. Write "
-                "it non-centred (x = location + scale * z, z ~ Normal(0, 1)), then diagnose "
-                "again.")
-    unseen = ("the model has no centred hierarchy steindiag can see"
-              if state == "non-centred" else "")
+        lead = f"{recorded}, so raising target_accept helps little; the " if high else "the "
+        return (f"{lead}model has a centred hierarchy: {result.attrs['centred_variables']}. "
+                "Write it non-centred (x = location + scale * z, z ~ Normal(0, 1)), then "
+                "diagnose again.")
     if high:
-        lead = f"target_accept is already high (mean acceptance {acceptance:.2f})"
-        return (f"{lead}{' and ' + unseen if unseen else ''}: reparameterise where the "
-                f"divergences sit{where}, or rerun with other seeds to see whether they "
-                "recur; then diagnose again.")
-    raise_it = ("raise target_accept" + (f" (mean acceptance now {acceptance:.2f})"
-                                         if np.isfinite(acceptance) else ""))
-    if unseen:
-        return f"{unseen}: {raise_it} until the divergences are gone, then diagnose again."
+        unseen = ("; the model has no centred hierarchy steindiag can see"
+                  if state == "non-centred" else "")
+        return (f"{recorded}, so raising target_accept helps little{unseen}: reparameterise "
+                f"where the divergences sit{where}, or rerun with other seeds to see whether "
+                "they recur; then diagnose again.")
+    raise_it = "raise target_accept" + (f" (recorded mean acceptance {acceptance:.2f})"
+                                        if np.isfinite(acceptance) else "")
+    if state == "non-centred":
+        return (f"the model has no centred hierarchy steindiag can see: {raise_it} until "
+                "the divergences are gone, then diagnose again.")
     return (f"{raise_it} or reparameterise (e.g. non-centred) where the divergences "
             f"sit{where} until they are gone, then diagnose again.")
