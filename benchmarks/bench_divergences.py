@@ -130,7 +130,10 @@ def _jobs(cache):
 def sample(args):
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    jobs = [job for job in _jobs(cache) if not Path(job[4]).exists()]
+    jobs = [job for job in _jobs(cache) if not Path(job[4]).exists()
+            and (not args.only or job[1] in args.only)]
+    if args.reverse:       # a second sampling process, from the other end of the list
+        jobs = jobs[::-1]
     print(f"{len(jobs)} runs to sample", flush=True)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         for path in pool.map(_sample_one, jobs):
@@ -361,6 +364,8 @@ def main():
     parser.add_argument("step", choices=("sample", "diagnose", "report"))
     parser.add_argument("--cache", default="/tmp/steindiag_divergences")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--only", nargs="+", default=None, help="sample these models only")
+    parser.add_argument("--reverse", action="store_true", help="sample the last jobs first")
     parser.add_argument("--k", type=float, nargs="+", default=[1, 2, 3, 5])
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()

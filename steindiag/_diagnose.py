@@ -209,22 +209,22 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     than 20 blocks in a chain, or fewer than 3 blocks per chain or 20 in all for the
     test of agreement; the report says about how many draws would decide), or when
     the sampler reported divergent transitions and no test rejected (divergences mark
-    regions the sampler could not explore, which the draws cannot speak for); "fits"
-    otherwise.
+    regions the sampler could not explore, which the draws cannot speak for; unless they
+    are few and sit nowhere in particular, below); "fits" otherwise.
 
     Divergences in context: a run whose divergences are few (at most 2 per 1000 draws
     in every chain), sit nowhere in particular (no parameter's divergent draws stand out
-    from the others: the shift z_k = (mean_div - mean_rest) / sqrt(var_rest / m +
-    MCSE^2), m divergent draws, read at the 0.05 level with Bonferroni over the d
-    parameters) and pass every test gets "fits", the divergences named in the reason
-    (code "few_divergences"). Measured on PyMC NUTS runs (benchmarks/results/
-    divergences.md): it called none of the runs biased by construction "fits" (centred
-    eight schools, Neal's funnel, a centred hierarchical logistic model) and gave a
-    verdict to most healthy runs with a few divergences. The report says where the
-    divergences sit, and its advice uses what the run did: the recorded mean
-    acceptance (NUTS adapts to about target_accept, which PyMC does not store) and,
-    with a PyMC model, whether some free variable's scale depends on another free
-    variable (a centred hierarchy, the usual cause of a funnel). KSD / floor is reported as a description only: the floor is computed at
+    from the others: z_k = (mean_div - mean_rest) / sqrt(var_rest / m + MCSE^2) for the
+    m divergent draws, read at 5 % with Bonferroni over the d parameters) and pass every
+    test gets "fits", the divergences named in the reason (code "few_divergences"); see
+    the Background page, "Divergences in context", for the rule's measured rates. The
+    report says where the divergences sit, and its advice uses what the run did: the
+    recorded mean acceptance (NUTS tunes its step size to bring it near target_accept,
+    which PyMC does not store) and, with a PyMC model, whether some free variable's
+    scale depends on another free variable (a centred hierarchy, the usual cause of a
+    funnel).
+
+    KSD / floor is reported as a description only: the floor is computed at
     the draws, so draws far from p raise their own floor and a ratio near 1 is no
     evidence of fit (see the Background page, "From numbers to a verdict").
 
