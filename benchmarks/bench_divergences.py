@@ -316,7 +316,8 @@ def report(args):
              "mean against the others', in standard errors, Bonferroni at 0.05 over the "
              "parameters).", "",
              "## The runs", "",
-             "| model | biased | target_accept | runs | mean acceptance | runs with "
+             "| model | biased | target_accept | runs | recorded mean acceptance (median, range) "
+             "| runs with "
              "divergences | divergences per run (median, range) | named | few and not "
              "named | of those, every test passed | pooled verdict \"fits\" | median "
              "max abs bias z |",
@@ -328,10 +329,12 @@ def report(args):
         totals = np.array([sum(r["divergences"]) for r in group])
         with_div = [r for r in group if sum(r["divergences"]) > 0]
         checked = [r for r in with_div if r["diagnosed"]]
+        accepted = [r["acceptance"] for r in group]
         bias = [max(abs(v) for v in r["bias_z"].values()) for r in group if r["bias_z"]]
         lines.append(
             f"| {name} | {'yes' if group[0]['biased'] else 'no'} | {target_accept} | "
-            f"{len(group)} | {np.mean([r['acceptance'] for r in group]):.3f} | "
+            f"{len(group)} | {np.median(accepted):.2f} ({min(accepted):.2f}-"
+            f"{max(accepted):.2f}) | "
             f"{len(with_div)} | {np.median(totals):.0f} ({totals.min()}-{totals.max()}) | "
             f"{sum(bool(r['named']) for r in with_div)} | {len(checked)} | "
             f"{sum(r['all_pass'] for r in checked)} | "
@@ -354,9 +357,38 @@ def report(args):
             lines.append(f"| {per_thousand:g} | {'yes' if naming else 'no'} | {b} of "
                          f"{len(biased)} {_interval(b, len(biased))} | {h} of {len(healthy)} "
                          f"{_interval(h, len(healthy))} |")
+    lines += _shipped(biased, healthy)
     print("\n".join(lines))
     if args.write:
         REPORT.write_text("\n".join(lines) + "\n")
+
+
+def _shipped(biased, healthy):
+    """The rule steindiag ships (``stats.verdict.FEW_DIVERGENCES``), its rates and why the
+    healthy runs it leaves "inconclusive" are left so."""
+    from steindiag.stats.verdict import FEW_DIVERGENCES
+
+    k = FEW_DIVERGENCES
+    b = sum(_passes(r, k) for r in biased)
+    h = sum(_passes(r, k) for r in healthy)
+    over = sum(_max_rate(r) > k for r in healthy)
+    named_healthy = sum(bool(r["named"]) and _max_rate(r) <= k for r in healthy)
+    failed = sum(_max_rate(r) <= k and not r["named"] and not r["all_pass"]
+                 for r in healthy if r["diagnosed"])
+    verdicts = [r for r in biased + healthy if r["diagnosed"]]
+    agree = sum((r["verdict_pooled"] == "fits") == _passes(r, k) for r in verdicts)
+    return ["", "## The rule shipped", "",
+            f"``stats.verdict.FEW_DIVERGENCES = {k:g}``: a run with divergences is \"fits\" "
+            f"(code ``few_divergences``) when it has at most {k:g} per 1000 draws in every "
+            "chain, no parameter is named where they sit, and every test passes.", "",
+            f"- runs biased by construction (with divergences) called \"fits\": {b} of "
+            f"{len(biased)}, {_interval(b, len(biased))};",
+            f"- healthy runs with divergences given \"fits\": {h} of {len(healthy)}, "
+            f"{_interval(h, len(healthy))}; of the others, {over} had more than {k:g} per "
+            f"1000 draws in some chain, {named_healthy} had a parameter named, {failed} "
+            "failed a test or had an unreliable p-value;",
+            f"- diagnose's own pooled verdict agreed with the rule as computed here on "
+            f"{agree} of {len(verdicts)} diagnosed runs."]
 
 
 def main():
