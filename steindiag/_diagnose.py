@@ -212,11 +212,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     regions the sampler could not explore, which the draws cannot speak for; unless they
     are few and sit nowhere in particular, below); "fits" otherwise.
 
-    Divergences in context: a run whose divergences are few (at most 2 per 1000 draws
-    in every chain), sit nowhere in particular (no parameter's divergent draws stand out
-    from the others: z_k = (mean_div - mean_rest) / sqrt(var_rest / m + MCSE^2) for the
-    m divergent draws, read at 5 % with Bonferroni over the d parameters) and pass every
-    test gets "fits", the divergences named in the reason (code "few_divergences"); see
+    Divergences in context: a run of a PyMC model that holds no centred hierarchy, whose
+    divergences are few (at most 2 per 1000 draws in every chain), sit nowhere in
+    particular (no parameter's divergent draws stand out from the others: z_k =
+    (mean_div - mean_rest) / sqrt(var_rest / m + MCSE^2) for the m divergent draws, read
+    at 5 % with Bonferroni over the d parameters) and pass every test gets "fits", the divergences named in the reason (code "few_divergences"); see
     the Background page, "Divergences in context", for the rule's measured rates. The
     report says where the divergences sit, and its advice uses what the run did: the
     recorded mean acceptance (NUTS tunes its step size to bring it near target_accept,
@@ -300,9 +300,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     if gathered.agreement.constant:
         warn_user(constant_message(gathered.agreement.constant))
     found = pending.sampler_warnings()
-    evidence = pieces.collect(gathered, n_draw=n_draw, level=level,
-                              divergences=None if found is None else found.divergences,
-                              diverging=None if found is None else found.diverging,
+    evidence = pieces.collect(gathered, n_draw=n_draw, level=level, found=found,
                               draws=prepared.draws, labels=prepared.chain.tolist())
     chain = prepared.chain
     if pending.ensemble:

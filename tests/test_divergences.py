@@ -90,7 +90,8 @@ def _evidence(**changes):
                 pvalue_pooled=0.5, reliable_pooled=True, kept_draws=100, thinning_lag=5,
                 min_kept_draws=20, n_draw=1000, effective_draws_pooled=500.0,
                 agreement_pvalue=0.5, agreement_reliable=True,
-                divergences=np.array([0, 1]), divergence_shift=np.array([0.3, -1.1, 0.8]))
+                divergences=np.array([0, 1]), divergence_shift=np.array([0.3, -1.1, 0.8]),
+                parameterisation="non-centred")
     args.update(changes)
     return rules.Evidence(**args)
 
@@ -104,9 +105,9 @@ def _verdicts(**changes):
 
 def test_a_few_divergences_sitting_nowhere_fit_with_a_caveat():
     chain, codes, pooled, code, reason = _verdicts()
-    # Truth: the documented rule: 1 divergence in 1000 draws (<= FEW_DIVERGENCES per
-    # 1000), no parameter named (|z| <= 1.1, below Bonferroni's 2.4 for 3 parameters),
-    # every test passing.
+    # Truth: the documented rule: a model read as non-centred, 1 divergence in 1000 draws
+    # (<= FEW_DIVERGENCES per 1000), no parameter named (|z| <= 1.1, below Bonferroni's
+    # 2.4 for 3 parameters), every test passing.
     assert chain == ["fits", "fits"] and codes == ["no_rejection", "few_divergences"]
     assert pooled == "fits" and code == "few_divergences"
     assert "1 divergent transition (0.5 per 1000 draws), which sits nowhere" in reason
@@ -119,6 +120,8 @@ def test_divergences_stay_inconclusive_outside_the_rule():
     assert _verdicts(divergence_shift=np.array([0.3, -4.0, 0.8]))[2] == "inconclusive"
     assert _verdicts(divergence_shift=None)[2] == "inconclusive"     # flags not known
     assert _verdicts(divergence_shift=np.full(3, np.nan))[2] == "inconclusive"
+    for state in ("centred", "unknown", ""):                  # no model read as non-centred
+        assert _verdicts(parameterisation=state)[2:4] == ("inconclusive", "divergences")
     chain, codes, pooled, code, _ = _verdicts(reliable_pooled=False)
     assert pooled == "inconclusive" and code == "too_few_draws"
     # A rejection decides before the divergences are read.
@@ -228,16 +231,25 @@ def test_advice_follows_the_parameterisation():
     assert "(e.g. non-centred)" in divergence_advice(_result("unknown", 0.8))
 
 
-def test_one_divergence_reads_in_the_singular_and_fits():
+@pytest.fixture(scope="module")
+def one_divergence():
     rng = np.random.default_rng(4)
     draws = rng.standard_normal((2, 1000, 3))          # by construction: draws of N(0, I)
     diverging = np.zeros((2, 1000), dtype=bool)
     diverging[1, 417] = True                            # one flag, at a draw taken at random
-    res = steindiag.diagnose(_tree(draws, diverging, 0.9), score=lambda x: -x,
-                             mode_search=False, rng=0)
+    return _tree(draws, diverging, 0.9)
+
+
+def test_one_divergence_reads_in_the_singular_and_fits(one_divergence):
+    pm = pytest.importorskip("pymc")
+    with pm.Model() as model:                           # its posterior is N(0, I) exactly
+        pm.Normal("x", 0.0, 1.0, shape=3)
+    res = steindiag.diagnose(one_divergence, model, mode_search=False, rng=0)
     text = str(res)
-    # Truth: the documented rule (1 divergence in 1000 draws, sitting nowhere in
-    # particular, every test passing on exact draws of p) and the plural rule.
+    # Truth: the documented rule (a model without a centred hierarchy, 1 divergence in
+    # 1000 draws sitting nowhere in particular, every test passing on exact draws of p)
+    # and the plural rule.
+    assert res.attrs["parameterisation"] == "non-centred"
     assert res["verdict_pooled"].item() == "fits"
     assert res["reason_code_pooled"].item() == "few_divergences"
     assert "1 divergent transition (0.5 per 1000 draws), which sits nowhere" in text
@@ -246,6 +258,17 @@ def test_one_divergence_reads_in_the_singular_and_fits():
     assert "1 divergent transitions" not in text
     assert res["verdict"].values.tolist() == ["fits", "fits"]
     assert res["reason_code"].values.tolist() == ["no_rejection", "few_divergences"]
+
+
+def test_one_divergence_without_a_model_stays_inconclusive(one_divergence):
+    res = steindiag.diagnose(one_divergence, score=lambda x: -x, mode_search=False, rng=0)
+    text = str(res)
+    # Truth: without a model nothing says the run has no centred hierarchy, so the rule
+    # does not apply; the wording is in the singular.
+    assert res["reason_code_pooled"].item() == "divergences"
+    assert "why: 1 divergent transition: the sampler could not explore" in text
+    assert "where: 1 divergent transition (chain 1) sits nowhere in particular" in text
+    assert "1 divergent transitions" not in text
 
 
 def test_a_trace_without_sampler_statistics():

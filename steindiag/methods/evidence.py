@@ -397,11 +397,16 @@ def _expanded(active, values, fill, dtype):
     return out
 
 
-def collect(gathered, *, n_draw, divergences, labels, level, diverging=None, draws=None):
+def collect(gathered, *, n_draw, found, labels, level, draws=None):
     """The ``stats.verdict.Evidence`` of what :func:`gather` measured (the p-values of the
-    chains the tests did not read: NaN, never reliable). ``divergences`` (chain,): the
-    sampler's counts, or None; ``diverging`` (chain, draw): its flags, with the ``draws``
-    (chain, draw, d), to place the divergences (``stats.divergences.divergence_shift``)."""
+    chains the tests did not read: NaN, never reliable). ``found``: what the input layer
+    read of the sampler (``divergences`` (chain,), their flags ``diverging`` (chain,
+    draw) or None, and the model's ``parameterisation`` or None), or None; the flags,
+    with the ``draws`` (chain, draw, d), place the divergences
+    (``stats.divergences.divergence_shift``)."""
+    divergences = None if found is None else found.divergences
+    diverging = None if found is None else found.diverging
+    model_read = None if found is None else found.parameterisation
     g, active = gathered, gathered.active
     tests = g.tests
     if tests is None:
@@ -427,6 +432,7 @@ def collect(gathered, *, n_draw, divergences, labels, level, diverging=None, dra
         agreement_min_pvalue=g.agreement.min_pvalue, divergences=divergences,
         divergence_shift=(None if diverging is None or draws is None
                           else divergence_shift(draws, diverging)),
+        parameterisation="" if model_read is None else model_read.state,
         stuck=g.stuck, far_off=g.far_off, never_moved=g.never_moved, spread=spread,
         differs=differing_chains(g.shifts, level) if rejects else None,
         missing_found=bool(g.search is not None and g.search.found),

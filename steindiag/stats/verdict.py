@@ -38,7 +38,8 @@ _KAPPA = np.array([4.0, 4.7, 5.4, 8.4])
 
 # A run with divergent transitions can still get "fits" (with the divergences named in the
 # reason) when every test passes, they are at most this many per 1000 draws in every chain,
-# and the divergent draws sit nowhere in particular (no parameter named by their shift):
+# the divergent draws sit nowhere in particular (no parameter named by their shift) and
+# the model was read as holding no centred hierarchy:
 # benchmarks/bench_divergences.py (results/divergences.md).
 FEW_DIVERGENCES = 2.0
 
@@ -110,6 +111,9 @@ class Evidence:
         The divergent draws' mean minus the others', in standard errors, per parameter
         (``stats.divergences.divergence_shift``); None when the flags of the draws are
         not known.
+    parameterisation : str
+        The model's as read from its graph: "centred", "non-centred", "unknown", or ""
+        (no model read).
     stuck, never_moved : ndarray (chain,) of bool
         Chains that barely move (their Stein spread moment is tiny in every parameter:
         ``stats.stein_moments``), and those whose draws are all the same point.
@@ -143,6 +147,7 @@ class Evidence:
     agreement_min_pvalue: float = 0.0
     divergences: np.ndarray = None
     divergence_shift: np.ndarray = None
+    parameterisation: str = ""
     stuck: np.ndarray = None
     far_off: np.ndarray = None
     never_moved: np.ndarray = None
@@ -435,7 +440,11 @@ def divergences_in_context(evidence, chain=None):
     """Whether the divergent transitions of ``chain`` (None: of every chain) can be read in
     context, so that they do not by themselves make the verdict "inconclusive".
 
-    They can when the flags of the draws are known, there are at most
+    They can when the model was read and holds no centred hierarchy
+    (``evidence.parameterisation`` is "non-centred": centred models and traces without a
+    model never qualify, as a centred hierarchy's funnel can leave a few divergences
+    that sit nowhere in particular; benchmarks/results/divergences.md), the flags of the
+    draws are known, there are at most
     ``FEW_DIVERGENCES`` per 1000 draws (in the chain; with ``chain=None``, in every
     chain), and no parameter is named where the divergent draws sit (their shift from
     the other draws, ``evidence.divergence_shift``, read by :func:`named` at
@@ -444,7 +453,8 @@ def divergences_in_context(evidence, chain=None):
     that decides is reliable.
     """
     e = evidence
-    if e.divergences is None or e.divergence_shift is None:
+    if (e.divergences is None or e.divergence_shift is None
+            or e.parameterisation != "non-centred"):
         return False
     counts = e.divergences if chain is None else e.divergences[chain:chain + 1]
     if np.max(per_thousand(counts, e.n_draw)) > FEW_DIVERGENCES:
