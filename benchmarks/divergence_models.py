@@ -4,9 +4,8 @@ diverge now and then (non-centred eight schools at the default target_accept, a 
 GP, a robust regression with a Student-t likelihood). PyMC is imported inside the
 builders; every data set is simulated with a fixed seed or published (eight schools).
 
-Each builder returns (model, names): names maps the unconstrained parameters shared
-with the model's reference run to the reference model's names, so that posterior means
-can be compared.
+Each builder returns the PyMC model; a run and its reference are compared on the
+unconstrained parameters they share by name.
 """
 
 import numpy as np

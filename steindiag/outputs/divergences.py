@@ -18,9 +18,9 @@ __all__ = ["HIGH_ACCEPTANCE", "divergence_vars", "divergence_attrs", "divergence
 
 # A recorded mean acceptance at least this high: target_accept is already high (NUTS tunes
 # its step size to bring the mean near target_accept; benchmarks/results/divergences.md:
-# PyMC runs at target_accept 0.8, 0.9, 0.95 and 0.99 recorded means of about 0.65-0.82,
-# 0.82-0.91, 0.88-0.94 and 0.88-0.97, lower where the sampler diverges), so raising it
-# further buys little and the divergences call for another parameterisation.
+# PyMC runs at target_accept 0.8, 0.9, 0.95 and 0.99 recorded medians of 0.66-0.82,
+# 0.81-0.90, 0.83-0.94 and 0.97 per model, lower in runs that diverge often), so raising
+# it further buys little and the divergences call for another parameterisation.
 HIGH_ACCEPTANCE = 0.95
 
 
