@@ -17,7 +17,7 @@ from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.methods.mmd import TESTS, drop_constant, mmd_tests, plan_blocks, unit_kernel_sums
+from steindiag.methods.mmd import TESTS, drop_constant, mmd_from_draws, plan_blocks
 from steindiag.outputs.mmd import blocks_message, constant_message, mmd_attrs, mmd_dataarray
 
 __all__ = ["mmd"]
@@ -236,10 +236,10 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     blocks = plan_blocks(samples, n_permutations, block_length, test_all=test_all)
     if n_permutations and not blocks.reliable:
         warn_user(blocks_message(blocks, test_all))
-    G = unit_kernel_sums(pooled, blocks.unit_start, pre, kernel, progress)
     attrs = mmd_attrs(kernel, pre, parameters, constant, pending.attrs, n_permutations, blocks)
-    result = mmd_tests(G, blocks, n_chain=n_chain, n_draw=n_draw, two_sample=other is not None,
-                       test=test, n_permutations=n_permutations, rng=rng, progress=progress)
+    result = mmd_from_draws(pooled, blocks, pre, kernel, n_chain=n_chain, n_draw=n_draw,
+                            two_sample=other is not None, test=test,
+                            n_permutations=n_permutations, rng=rng, progress=progress)
     n_other = None if other is None else int(samples[1].shape[0] * samples[1].shape[1])
     return mmd_dataarray(result, blocks, attrs, chain=pending.chain, n_draw=n_draw, test=test,
                          n_draw_other=n_other)
