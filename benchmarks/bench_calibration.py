@@ -144,7 +144,7 @@ def _correlated_gaussian():
 def configurations():
     """All configurations, by name, in the order they run."""
     found = []
-    layouts = [(4, 500), (4, 1000), (4, 4000), (64, 100)]
+    layouts = [(4, 500), (4, 1000), (4, 4000), (64, 100), (1000, 60), (300, 200), (100, 600)]
     for layout in layouts:
         for dim in (1, 2, 10, 50, 100):
             for tau in (1, 3, 5.7, 9, 19, 30):
@@ -238,6 +238,16 @@ def configurations():
     power("stuck-d2-4x1000",
           functools.partial(vc.stuck_chain, 4, 1000, 2, rho=0.5),
           4, 1000, 2, "3 AR(1) chains (rho 0.5) on N(0, I_2) and one constant chain")
+    # Many chains (issue 35): chains each in one mode of a two-mode mixture; the pooled
+    # draws hold the right shares, only the test that the chains agree can see it.
+    for n_chain, n_draw in [(1000, 60), (300, 200), (100, 600), (64, 100)]:
+        for label, fraction in (("twomodes", 0.5), ("fewmodes", 0.02)):
+            power(f"{label}-d10-{n_chain}x{n_draw}",
+                  functools.partial(vc.split_mode_chains, n_chain, n_draw, 10, separation=4.0,
+                                    rho=0.5, fraction=fraction),
+                  n_chain, n_draw, 10,
+                  f"max(1, round({fraction:g} C)) chains AR(1) (rho 0.5) in the mode -4 e1 of "
+                  "w N(-4 e1, I) + (1 - w) N(4 e1, I), the others in +4 e1; w their share")
     return {configuration.name: configuration for configuration in found}
 
 
