@@ -298,14 +298,14 @@ def run_diagnose(draws, *, score, log_density, variant, seed, model=None):
     if model is not None:
         arguments = (draws, model)
         if variant == "score_only":
-            options["missing_mass"] = False
+            options["mode_search"] = False
     else:
         arguments = (draws,)
         options["score"] = score
         if variant == "log_density":
             options["log_density"] = log_density
         else:
-            options["missing_mass"] = False
+            options["mode_search"] = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from steindiag.kernels.preconditioner import make_preconditioner
-from steindiag.methods.ksd_test import plan_test, test_forms
+from steindiag.engine.memory import check_memory
+from steindiag.methods.ksd_test import bootstrap_memory, plan_test, test_forms
 from steindiag.methods.mmd import drop_constant, mmd_from_draws, plan_blocks
 from steindiag.stats import verdict as rules
 from steindiag.stats.bootstrap import (MIN_POOLED_BLOCKS, MIN_THINNED_DRAWS,
@@ -132,6 +133,23 @@ class KSDTests:
     note: str = ""
 
 
+def _check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks):
+    """Refuse up front (``MemoryError``) KSD tests that would not fit in memory: one test's
+    bootstrap (``methods.ksd_test.bootstrap_memory``) while the replicates of up to three
+    statistics (plain, damped, sample covariance) are held, and max-T's copies of them."""
+    n_chain, n_draw, d = tested.draws.shape
+    n_statistics = 3 if exact else 1
+    need = (bootstrap_memory(n_chain, plan.n_used, d, n_bootstrap, pooled=True, damped=exact,
+                             estimator="exact" if exact else "nystrom",
+                             n_landmarks=n_landmarks, n_draw=n_draw)
+            + 8.0 * 4 * n_statistics * (n_chain + 1) * (1 + n_bootstrap))
+    check_memory(need, f"diagnose: the KSD tests ({n_bootstrap} bootstrap replicates of "
+                 f"{n_chain} chain(s) x {plan.n_used} draws, read together by max-T)",
+                 "Pass a larger alpha (fewer replicates: the default is the smallest B with "
+                 "1 / (1 + B) <= alpha / (4 n_tests)) or a smaller n_bootstrap=, or fewer "
+                 "draws (thin the chains).")
+
+
 def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_bootstrap, seed,
                     estimator, n_landmarks, backend, progress):
     """The KSD tests of every chain and pooled, on nearly independent draws (the thinned
@@ -146,8 +164,10 @@ def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_boot
     plan = plan_test(prepared, "thinned" if has_chains else "iid", has_chains=has_chains,
                      estimator=estimator, rng=rng)
     tested = plan.select(prepared)
+    _check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks)
     options = dict(n_bootstrap=n_bootstrap, pooled=True, estimator=estimator,
-                   n_landmarks=n_landmarks, backend=backend, progress=progress)
+                   n_landmarks=n_landmarks, backend=backend, progress=progress,
+                   caller="diagnose")
     tests = KSDTests(plan=plan, forms=[test_forms(tested, pre, kernel, plan, rng=rng,
                                                   damped=exact, **options)],
                      preconditioners=[pre], tested=tested)
