@@ -12,17 +12,17 @@ import numpy as np
 
 from steindiag._docs import fill_doc
 from steindiag._validate import (check_callable, check_choice, check_int, check_probability,
-                                 check_rng, renamed_arguments)
+                                 check_rng, renamed_arguments, warn_user)
 from steindiag.engine.dask import resolve_backend
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
-from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
+from steindiag.kernels.preconditioner import check_preconditioner
 from steindiag.methods import evidence as pieces
-from steindiag.methods.ksd import ksd_values, stein_sums
 from steindiag.methods.corrections import MODE_SEARCH_OPTIONS, MODE_SEARCH_TAKES
-from steindiag.methods.search import NO_LOG_DENSITY, run_search
+from steindiag.methods.search import NO_LOG_DENSITY, SearchError
 from steindiag.outputs.diagnosis import Diagnosis, diagnosis_attrs, diagnosis_dataset
+from steindiag.outputs.mmd import constant_message
 from steindiag.stats import verdict as rules
 
 __all__ = ["diagnose", "Diagnosis"]
@@ -42,18 +42,6 @@ def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_l
         raise ValueError("n_landmarks applies only with estimator='nystrom'.")
     mode_search = check_choice(mode_search, "mode_search", MODE_SEARCH_OPTIONS)
     return alpha, n_bootstrap, n_permutations, mode_search, check_rng(rng)
-
-
-def _per_chain(tests, values, n_draw, ensemble):
-    """Each chain's KSD, floor, unadjusted p-value and effective draws (an ensemble: one)."""
-    plan, (pvalue, pvalue_pooled) = tests.plan, tests.forms[0].pvalues()
-    if ensemble:
-        return {"ksd": np.array([values.ksd_pooled]),
-                "ksd_iid": np.array([values.ksd_iid_pooled]),
-                "pvalue_unadjusted": np.array([pvalue_pooled]),
-                "effective_draws": np.array([float(np.sum(n_draw / plan.tau))])}
-    return {"ksd": values.ksd, "ksd_iid": values.ksd_iid, "pvalue_unadjusted": pvalue,
-            "effective_draws": n_draw / plan.tau}
 
 
 @fill_doc
@@ -127,7 +115,18 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         :func:`ksd`; ``pvalue``, ``pvalue_reliable``, ``effective_draws`` (chain) and
         their ``_pooled`` () counterparts: the KSD goodness-of-fit test;
         ``agreement_pvalue`` and ``agreement_reliable`` (): the MMD test that all chains
-        agree (NaN for one chain); ``stuck`` (chain): every draw the same point;
+        agree (NaN for one chain), and ``agreement_min_pvalue`` (), the smallest p-value
+        it can attain; ``stuck`` (chain): the chain barely moves (or never moved);
+        ``statistic`` (chain; ``_pooled`` ()) names the statistic of the KSD test family
+        behind each verdict, ``statistic_ksd``, ``statistic_floor`` and
+        ``statistic_pvalue`` its value (on the KSD scale), its floor and its own p-value.
+        Where the evidence points, with a ``parameter`` dimension: ``chain_shift`` (chain,
+        parameter), each chain's mean against the other chains' in standard errors;
+        ``score_location_z``, ``score_spread`` and ``score_spread_z`` (chain, parameter;
+        ``_pooled`` (parameter)), the Stein moments (mean score, 0 for draws of p;
+        -mean((x - mean x) s), 1 for draws of p) and their distance from those values in
+        standard errors. ``reason_code`` (chain; ``_pooled`` ()): what decided, one of
+        ``steindiag.stats.verdict.REASONS``.
         ``divergences`` (chain), when the trace has sampler statistics;
         ``missing_mass_found`` and ``missing_mass_pvalue`` (), when the search ran (its
         method and summary in ``attrs``).
@@ -187,8 +186,22 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     effective draws, kappa(d) / sqrt(ESS) (kappa from 4.0 at d = 1 to 8.4 at d = 50,
     measured on Gaussian targets by benchmarks/bench_power_shift.py).
 
-    "does not fit" when a chain never moved or a test rejects with a p-value that can be
-    trusted; "inconclusive" when a p-value that would decide cannot be trusted (fewer
+    Before any test, the Stein moments of each chain (see the Background page, "Where
+    the evidence points") find chains that cannot be draws of p whatever a test says: a
+    chain whose spread moment is at most 0.01 in every parameter barely moves (its spread
+    is a tenth of the scale the target's curvature sets where it sits, or less), and one
+    whose spread moment reaches 100 in some parameter spreads ten times wider than p
+    allows there (prior draws). Both are "does not fit" by name, and the tests run on the
+    other chains. When the test of agreement rejects, each chain's mean is compared with
+    the other chains' in standard errors, parameter by parameter (Bonferroni over the
+    cells): a chain that differs is "does not fit", and the report names it and its
+    parameters; when a KSD test rejects, the report names the parameters whose Stein
+    moments are off. A test whose smallest attainable p-value (for the permutation test,
+    max(1 / (1 + P), 1 / M) with M distinct arrangements of the blocks) exceeds the level
+    decides nothing: its verdict is never "fits".
+
+    "does not fit" when a chain barely moves or spreads far wider than p, or a test
+    rejects with a p-value that can be trusted; "inconclusive" when a p-value that would decide cannot be trusted (fewer
     than 20 blocks in a chain, or fewer than 3 blocks per chain or 20 in all for the
     test of agreement; the report says about how many draws would decide), or when
     the sampler reported divergent transitions and no test rejected (divergences mark
@@ -250,10 +263,11 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
                          space=space, compile_mode=compile_mode, log_density=log_density)
     n_chain, n_draw, d = pending.draws.shape
-    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    pre = pieces.draws_preconditioner(preconditioner, pending.draws, pending.parameter)
     search_possible = mode_search is not False and pending.source.has_log_density()
     if mode_search is True and not search_possible:
-        raise ValueError(f"diagnose: mode_search=True needs log p at new points; {NO_LOG_DENSITY}.")
+        raise ValueError(f"diagnose: mode_search=True needs log p at new points; "
+                         f"{NO_LOG_DENSITY}.")
     n_tests = rules.n_tests(1 if pending.ensemble else n_chain, search_possible)
     level = alpha / n_tests
     n_bootstrap = pieces.replicates(n_bootstrap, "n_bootstrap", level, alpha, n_tests)
@@ -262,42 +276,30 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
 
     estimator_options, estimator_note = pieces.choose_estimator(
         estimator, n_landmarks, n_chain * n_draw, d, n_bootstrap)
-    tests = pieces.ksd_test_family(
-        prepared, pre, preconditioner, kernel, has_chains=pending.has_chains,
-        n_bootstrap=n_bootstrap, seed=int(rng.integers(2**63 - 1)), backend=backend,
-        progress=progress, **estimator_options)
-    agreement = pieces.Agreement() if pending.ensemble else pieces.agreement_evidence(
-        prepared.draws, prepared.parameter, pre, preconditioner, kernel, n_permutations, rng,
-        progress)
-    values = ksd_values(stein_sums(prepared, pre, kernel, rng=rng, path=False,
-                                   progress=progress, backend=backend,
-                                   **estimator_options)[0], n_draw)
+    try:
+        gathered = pieces.gather(
+            prepared, pre, preconditioner, kernel, has_chains=pending.has_chains,
+            ensemble=pending.ensemble, n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+            estimator_options=estimator_options, rng=rng, search=mode_search is not False,
+            source=pending.source, level=level, backend=backend, progress=progress)
+    except SearchError as err:
+        raise ValueError(f"diagnose: the search for unvisited mass failed: {err} Pass "
+                         "mode_search=False to diagnose without it.") from err.__cause__
+    if gathered.agreement.constant:
+        warn_user(constant_message(gathered.agreement.constant))
     found = pending.sampler_warnings()
-    search, not_run = None, "mode_search=False"
-    if mode_search is not False:
-        try:
-            search, not_run = run_search(prepared, pending.source, kernel, pre, level, rng)
-        except ValueError as err:
-            raise ValueError(
-                f"diagnose: the search for unvisited mass failed: {err} Pass "
-                "mode_search=False to diagnose without it.") from err
-
-    evidence = pieces.collect(tests, agreement, n_draw=n_draw,
-                              stuck=pieces.stuck_chains(prepared.draws),
+    evidence = pieces.collect(gathered, n_draw=n_draw, level=level,
                               divergences=None if found is None else found.divergences,
-                              search=search, not_run=not_run, labels=prepared.chain.tolist())
+                              labels=prepared.chain.tolist())
     chain = prepared.chain
     if pending.ensemble:
         evidence, chain = pieces.as_one_chain(evidence), np.array(["ensemble"])
-    verdicts = rules.chain_verdicts(evidence, level, conditional=search is None)
+    verdicts = rules.chain_verdicts(evidence, level, conditional=gathered.search is None)
     attrs = diagnosis_attrs(
-        alpha=alpha, n_tests=n_tests, level=level, evidence=evidence, d=d, search=search,
-        not_run=not_run, tests=tests, kernel=kernel, n_bootstrap=n_bootstrap,
-        prepared=prepared, ensemble=pending.ensemble,
-        notes={"estimator_note": estimator_note, "covariance_note": tests.note,
-               "mmd_note": agreement.note})
+        alpha=alpha, n_tests=n_tests, level=level, evidence=evidence, d=d, gathered=gathered,
+        kernel=kernel, pre=pre, n_bootstrap=n_bootstrap, prepared=prepared, ensemble=pending.ensemble,
+        notes={"estimator_note": estimator_note})
     return diagnosis_dataset(
         verdicts=verdicts, evidence=evidence, pooled=rules.pooled_verdict(evidence, level),
-        per_chain=_per_chain(tests, values, n_draw, pending.ensemble),
-        ksd_pooled=values.ksd_pooled, ksd_iid_pooled=values.ksd_iid_pooled, chain=chain,
-        found=found, search=search, attrs=attrs)
+        per_chain=pieces.chain_values(gathered, n_draw, pending.ensemble), chain=chain,
+        parameters=prepared.parameter, gathered=gathered, found=found, attrs=attrs)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from steindiag._types import CorrectionWarning
+from steindiag._words import plural
 from steindiag.methods.search import run_search
 
 __all__ = ["CorrectionChecks", "check_correction", "ksd_null_threshold", "MODE_SEARCH_OPTIONS", "MODE_SEARCH_TAKES",
@@ -166,7 +167,7 @@ def check_correction(*, pending, prepared, kernel, preconditioner, mode_search, 
         if found.total > 0:
             per_chain = ", ".join(str(int(k)) for k in found.divergences)
             checks.reasons.append(
-                f"the sampler reported {found.total} divergent transitions (per chain: "
+                f"the sampler reported {plural(found.total, 'divergent transition')} (per chain: "
                 f"{per_chain}; {found.source}), so the chains missed part of the posterior"
             )
     # The missing-mass search.
@@ -237,7 +238,8 @@ def summary_reasons(found, recorded):
     reasons = []
     if found is not None and found.total > 0:
         reasons.append(
-            f"the sampler reported {found.total} divergent transitions ({found.source}), "
+            f"the sampler reported {plural(found.total, 'divergent transition')} "
+            f"({found.source}), "
             "so the chains missed part of the posterior"
         )
     if recorded.get("missing_mass") == "found":

@@ -9,22 +9,27 @@ that all chains agree (:func:`agreement_evidence`); chains that never moved
 ``Evidence`` the rules read.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from math import lgamma
 
 import numpy as np
 
 from steindiag.kernels.preconditioner import make_preconditioner
-from steindiag.engine.memory import check_memory
-from steindiag.methods.ksd_test import bootstrap_memory, plan_test, test_forms
+from steindiag.methods.ksd import ksd_values, stein_sums
+from steindiag.methods.ksd_test import check_family_memory, plan_test, test_forms
 from steindiag.methods.mmd import drop_constant, mmd_from_draws, plan_blocks
+from steindiag.methods.search import run_search
 from steindiag.stats import verdict as rules
 from steindiag.stats.bootstrap import (MIN_POOLED_BLOCKS, MIN_THINNED_DRAWS,
-                                       max_statistic_pvalues)
+                                       bootstrap_pvalue, max_statistic_pvalues)
+from steindiag.stats.stein_moments import chain_shifts, far_off, nearly_stuck, stein_moments
 
 __all__ = ["MAX_REPLICATES", "EXACT_BUDGET_FLOPS", "MMD_BUDGET_PAIRS", "COVARIANCE_MAX_D",
            "replicates", "choose_estimator", "mmd_stride", "KSDTests", "ksd_test_family",
-           "combined_pvalues", "Agreement", "agreement_evidence", "stuck_chains", "collect",
-           "as_one_chain"]
+           "combined_pvalues", "Deciding", "deciding_statistics", "Agreement",
+           "relabelling_min_pvalue", "agreement_evidence",
+           "Gathered", "gather", "draws_preconditioner", "collect", "differing_chains", "as_one_chain",
+           "chain_values"]
 
 # The default number of replicates (or relabellings) is refused above this: an alpha so
 # small that resolving p-values at alpha / n_tests would need more is a mistake.
@@ -133,23 +138,6 @@ class KSDTests:
     note: str = ""
 
 
-def _check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks):
-    """Refuse up front (``MemoryError``) KSD tests that would not fit in memory: one test's
-    bootstrap (``methods.ksd_test.bootstrap_memory``) while the replicates of up to three
-    statistics (plain, damped, sample covariance) are held, and max-T's copies of them."""
-    n_chain, n_draw, d = tested.draws.shape
-    n_statistics = 3 if exact else 1
-    need = (bootstrap_memory(n_chain, plan.n_used, d, n_bootstrap, pooled=True, damped=exact,
-                             estimator="exact" if exact else "nystrom",
-                             n_landmarks=n_landmarks, n_draw=n_draw)
-            + 8.0 * 4 * n_statistics * (n_chain + 1) * (1 + n_bootstrap))
-    check_memory(need, f"diagnose: the KSD tests ({n_bootstrap} bootstrap replicates of "
-                 f"{n_chain} chain(s) x {plan.n_used} draws, read together by max-T)",
-                 "Pass a larger alpha (fewer replicates: the default is the smallest B with "
-                 "1 / (1 + B) <= alpha / (4 n_tests)) or a smaller n_bootstrap=, or fewer "
-                 "draws (thin the chains).")
-
-
 def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_bootstrap, seed,
                     estimator, n_landmarks, backend, progress):
     """The KSD tests of every chain and pooled, on nearly independent draws (the thinned
@@ -164,7 +152,7 @@ def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_boot
     plan = plan_test(prepared, "thinned" if has_chains else "iid", has_chains=has_chains,
                      estimator=estimator, rng=rng)
     tested = plan.select(prepared)
-    _check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks)
+    check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks)
     options = dict(n_bootstrap=n_bootstrap, pooled=True, estimator=estimator,
                    n_landmarks=n_landmarks, backend=backend, progress=progress,
                    caller="diagnose")
@@ -186,6 +174,57 @@ def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_boot
     return tests
 
 
+def _family(tests):
+    """The statistics of the max-T family in order, with their names: each test's plain
+    statistic, then its damped one: [(name, chain forms, pooled forms)]."""
+    family = []
+    for pre, f in zip(tests.preconditioners, tests.forms):
+        family.append((pre.name, f.chain, f.pooled))
+        if f.damped_chain is not None:
+            family.append((f"{pre.name}, damped", f.damped_chain, f.damped_pooled))
+    return family
+
+
+@dataclass(kw_only=True)
+class Deciding:
+    """The statistic of the family that points most strongly against p: per chain and
+    pooled, its ``name``, its value as a KSD (sqrt of statistic / draws read), the same
+    for the mean of its bootstrap replicates (``floor``), and its own p-value."""
+
+    name: np.ndarray
+    ksd: np.ndarray
+    floor: np.ndarray
+    pvalue: np.ndarray
+    name_pooled: str
+    ksd_pooled: float
+    floor_pooled: float
+    pvalue_pooled: float
+
+
+def deciding_statistics(tests):
+    """:class:`Deciding` of the KSD tests: for each chain (and pooled) the member of the
+    max-T family with the smallest p-value of its own (the first, plain, on ties)."""
+    family = _family(tests)
+    n_used = tests.plan.n_used
+    chain_p = np.array([bootstrap_pvalue(chain[:, 1:], chain[:, 0]) for _, chain, _ in family])
+    pooled_p = np.array([bootstrap_pvalue(pooled[1:], np.asarray(pooled[0]))
+                         for _, _, pooled in family])
+    best, best_pooled = np.argmin(chain_p, axis=0), int(np.argmin(pooled_p))
+    rows = np.arange(best.size)
+    chain_stat = np.stack([chain[:, 0] for _, chain, _ in family])[best, rows]
+    chain_null = np.stack([chain[:, 1:].mean(axis=1) for _, chain, _ in family])[best, rows]
+    n_pooled = n_used * best.size
+    _, _, pooled = family[best_pooled]
+    return Deciding(
+        name=np.array([family[k][0] for k in best]),
+        ksd=np.sqrt(np.maximum(chain_stat, 0.0) / n_used),
+        floor=np.sqrt(np.maximum(chain_null, 0.0) / n_used), pvalue=chain_p[best, rows],
+        name_pooled=family[best_pooled][0],
+        ksd_pooled=float(np.sqrt(max(pooled[0], 0.0) / n_pooled)),
+        floor_pooled=float(np.sqrt(max(pooled[1:].mean(), 0.0) / n_pooled)),
+        pvalue_pooled=float(pooled_p[best_pooled]))
+
+
 def combined_pvalues(tests):
     """(chain p-values, pooled p-value) of the KSD tests, every statistic of every test
     (plain, damped; each preconditioner) read together by max-T (Westfall & Young): the
@@ -193,12 +232,7 @@ def combined_pvalues(tests):
     statistic shares its bootstrap signs. A chain whose test cannot be trusted takes no
     part (its own p-value is kept)."""
     reliable = tests.plan.reliable
-    # The order of the family: each test's plain statistic, then its damped one.
-    family = []
-    for f in tests.forms:
-        family.append((f.chain, f.pooled))
-        if f.damped_chain is not None:
-            family.append((f.damped_chain, f.damped_pooled))
+    family = [(chain, pooled) for _, chain, pooled in _family(tests)]
     statistic = np.concatenate([chain[:, 0] for chain, _ in family])
     replicates_ = np.concatenate([chain[:, 1:] for chain, _ in family])
     chain_p = tests.forms[0].pvalues()[0]
@@ -214,13 +248,30 @@ def combined_pvalues(tests):
 
 @dataclass(kw_only=True)
 class Agreement:
-    """The MMD test that all chains agree: p-value (NaN for one chain), whether it can
-    be trusted, a note for the report, and the coordinates left out as constant."""
+    """The MMD test that all chains agree: p-value (NaN for fewer than two chains), whether
+    it can be trusted, its smallest attainable p-value, a note for the report, and the
+    coordinates left out as constant."""
 
     pvalue: float = np.nan
     reliable: bool = True
+    min_pvalue: float = 0.0
     note: str = ""
-    constant: list = None
+    constant: list = field(default_factory=list)
+
+
+def relabelling_min_pvalue(blocks_used, n_permutations):
+    """Smallest p-value the relabelling test can give: max(1 / (1 + B), 1 / M).
+
+    The statistic is a function of the partition of the blocks used among the chains, not
+    of the chains' names, so it takes at most M = U! / (prod_c n_c!) / prod_n (m_n!)
+    values, U blocks in all, n_c in chain c, m_n chains holding n blocks; relabellings
+    are equally likely under the null, so the observed partition is the most extreme of
+    M at best (Phipson & Smyth 2010), whatever B.
+    """
+    sizes = [int(n) for n in blocks_used]
+    log_m = lgamma(sum(sizes) + 1) - sum(lgamma(n + 1) for n in sizes)
+    log_m -= sum(lgamma(sizes.count(n) + 1) for n in set(sizes))
+    return max(1.0 / (1.0 + n_permutations), float(np.exp(-log_m)))
 
 
 def agreement_evidence(draws, parameters, pre, preconditioner, kernel, n_permutations, rng,
@@ -245,31 +296,151 @@ def agreement_evidence(draws, parameters, pre, preconditioner, kernel, n_permuta
     note = (f"MMD test of agreement on every {stride}-th draw of each chain (its cost is "
             "quadratic in the draws)" if stride > 1 else "")
     pvalue = float(result.pvalue)
+    used = [(n + 1) // 2 for n in blocks.blocks_per_chain for _ in range(n_chain)]
     return Agreement(pvalue=pvalue, reliable=bool(blocks.reliable) and np.isfinite(pvalue),
-                     note=note, constant=constant)
+                     min_pvalue=relabelling_min_pvalue(used, n_permutations), note=note,
+                     constant=constant)
 
 
-def stuck_chains(draws):
-    """(chain,) bool: chains whose draws are all the same point."""
-    return np.all(draws.max(axis=1) == draws.min(axis=1), axis=-1)
+@dataclass(kw_only=True)
+class Gathered:
+    """Everything ``diagnose`` measured, before the rules read it.
+
+    ``moments`` (``stats.stein_moments``) of every chain; ``stuck`` and ``far_off``
+    (chain,) the chains that barely move or spread far wider than the target allows in
+    some parameter; ``active`` (chain,) the chains the tests read (all but those, unless the
+    draws are an ensemble's);
+    ``tests`` the KSD tests of the active chains (None when none is active); ``agreement``
+    among them; ``values`` the KSD and floors of every chain (``methods.ksd``); ``search``
+    and ``not_run``: the missing-mass search's result or why it did not run; ``shifts``
+    (chain, d): each active chain's mean against the other active chains' in standard
+    errors (``stats.stein_moments.chain_shifts``); ``pooled_moments``: the Stein moments of
+    the active chains together, and ``deciding`` the statistic behind each test
+    (:class:`Deciding`), None when no chain is active.
+    """
+
+    moments: object
+    active: np.ndarray
+    stuck: np.ndarray
+    far_off: np.ndarray
+    never_moved: np.ndarray
+    tests: object
+    agreement: Agreement
+    values: object
+    search: object
+    not_run: str
+    shifts: np.ndarray
+    pooled_moments: object = None
+    deciding: object = None
 
 
-def collect(tests, agreement, *, n_draw, stuck, divergences, search, not_run, labels):
-    """The ``stats.verdict.Evidence`` of the pieces (``search``: the missing-mass search's
-    result, or None with the reason ``not_run``)."""
-    chain_p, pooled_p = combined_pvalues(tests)
-    plan = tests.plan
+def draws_preconditioner(preconditioner, draws, parameter):
+    """``make_preconditioner`` of the pooled (chain, draw, d) draws; when every draw of
+    every chain is one point (no chain ever moved: nothing to scale, and every chain is
+    "does not fit" before any test), the identity, recorded as such."""
+    flat = draws.reshape(-1, draws.shape[-1])
+    if flat.shape[0] > 0 and np.all(flat == flat[:1]):
+        preconditioner = "identity"
+    return make_preconditioner(preconditioner, flat, parameter)
+
+
+def _chains(prepared, active):
+    """The prepared draws of the ``active`` chains only."""
+    if active.all():
+        return prepared
+    return replace(prepared, draws=prepared.draws[active], scores=prepared.scores[active],
+                   chain=prepared.chain[active])
+
+
+def gather(prepared, pre, preconditioner, kernel, *, has_chains, ensemble, n_bootstrap,
+           n_permutations, estimator_options, rng, search, source, level, backend, progress):
+    """Run every piece of the evidence on the prepared draws: :class:`Gathered`.
+
+    In order (the order of the random draws): the chains' Stein moments and which barely
+    move; the KSD tests of the others (their bootstrap signs from one seed drawn from
+    ``rng``); the test that they agree (relabellings from ``rng``); KSD and floors of every
+    chain (the Nystrom estimator's landmarks from ``rng``); the missing-mass search
+    (``search``: whether to run it; its starts from ``rng``).
+    """
+    moments = stein_moments(prepared.draws, prepared.scores)
+    never_moved = np.all(prepared.draws.max(axis=1) == prepared.draws.min(axis=1), axis=-1)
+    stuck = nearly_stuck(moments) | never_moved
+    far = far_off(moments) & ~stuck
+    active = np.ones(stuck.shape, dtype=bool) if ensemble else ~(stuck | far)
+    tested = _chains(prepared, active)
+    seed = int(rng.integers(2**63 - 1))
+    tests = None if not active.any() else ksd_test_family(
+        tested, pre, preconditioner, kernel, has_chains=has_chains, n_bootstrap=n_bootstrap,
+        seed=seed, backend=backend, progress=progress, **estimator_options)
+    agreement = Agreement() if ensemble or active.sum() < 2 else agreement_evidence(
+        tested.draws, prepared.parameter, pre, preconditioner, kernel, n_permutations, rng,
+        progress)
+    values = ksd_values(stein_sums(prepared, pre, kernel, rng=rng, path=False,
+                                   progress=progress, backend=backend,
+                                   **estimator_options)[0], prepared.draws.shape[1])
+    result, not_run = None, "mode_search=False"
+    if search:
+        result, not_run = run_search(prepared, source, kernel, pre, level, rng)
+    pooled_moments = None if not active.any() else stein_moments(
+        tested.draws, tested.scores, pooled=True)
+    return Gathered(moments=moments, active=active, stuck=stuck, far_off=far,
+                    never_moved=never_moved,
+                    tests=tests, pooled_moments=pooled_moments,
+                    deciding=None if tests is None else deciding_statistics(tests),
+                    agreement=agreement, values=values, search=result, not_run=not_run,
+                    shifts=chain_shifts(prepared.draws, active))
+
+
+def _expanded(active, values, fill, dtype):
+    """(chain,) array: ``values`` at the active chains, ``fill`` elsewhere."""
+    out = np.full(active.shape, fill, dtype=dtype)
+    out[active] = values
+    return out
+
+
+def collect(gathered, *, n_draw, divergences, labels, level):
+    """The ``stats.verdict.Evidence`` of what :func:`gather` measured (the p-values of the
+    chains the tests did not read: NaN, never reliable)."""
+    g, active = gathered, gathered.active
+    tests = g.tests
+    if tests is None:
+        chain_p, pooled_p = np.full(int(active.sum()), np.nan), np.nan
+        plan = None
+    else:
+        chain_p, pooled_p = combined_pvalues(tests)
+        plan = tests.plan
+    spread = np.where(g.far_off, np.max(np.where(g.moments.constant_score, 0.0,
+                                                 np.abs(g.moments.spread)), axis=1),
+                      np.max(np.where(g.moments.constant_score, -np.inf, g.moments.spread),
+                             axis=1))
+    agreement_ok = bool(g.agreement.reliable) and g.agreement.min_pvalue <= level
+    rejects = agreement_ok and np.isfinite(g.agreement.pvalue) and g.agreement.pvalue <= level
     return rules.Evidence(
-        pvalue=chain_p, reliable=plan.reliable, pvalue_pooled=pooled_p,
-        reliable_pooled=bool(plan.reliable_pooled), kept_draws=int(plan.n_used),
-        thinning_lag=int(plan.lag), min_kept_draws=MIN_THINNED_DRAWS, n_draw=n_draw,
-        effective_draws_pooled=float(np.sum(n_draw / plan.tau)),
-        agreement_pvalue=agreement.pvalue, agreement_reliable=agreement.reliable,
-        divergences=divergences, stuck=stuck,
-        missing_found=bool(search is not None and search.found),
-        missing_run=search is not None,
-        missing_summary=search.summary if search is not None else "",
-        missing_not_run_reason=not_run, labels=labels)
+        pvalue=_expanded(active, chain_p, np.nan, float),
+        reliable=_expanded(active, plan.reliable if plan else [], False, bool),
+        pvalue_pooled=pooled_p, reliable_pooled=bool(plan and plan.reliable_pooled),
+        kept_draws=int(plan.n_used) if plan else 0, thinning_lag=int(plan.lag) if plan else 1,
+        min_kept_draws=MIN_THINNED_DRAWS, n_draw=n_draw,
+        effective_draws_pooled=float(np.sum(n_draw / plan.tau)) if plan else 0.0,
+        agreement_pvalue=g.agreement.pvalue, agreement_reliable=agreement_ok,
+        agreement_min_pvalue=g.agreement.min_pvalue, divergences=divergences,
+        stuck=g.stuck, far_off=g.far_off, never_moved=g.never_moved, spread=spread,
+        differs=differing_chains(g.shifts, level) if rejects else None,
+        missing_found=bool(g.search is not None and g.search.found),
+        missing_run=g.search is not None,
+        missing_summary=g.search.summary if g.search is not None else "",
+        missing_not_run_reason=g.not_run, labels=labels)
+
+
+def differing_chains(shifts, level):
+    """(chain,) bool: the chains whose mean differs from the other chains' in some parameter
+    at ``level``, Bonferroni over every (chain, parameter) pair (read once the test that all
+    chains agree has rejected, so that it names where the disagreement is)."""
+    picked, significant = rules.named(shifts, top=shifts.size, alpha=level)
+    differs = np.zeros(shifts.shape[0], dtype=bool)
+    if significant:
+        differs[np.unravel_index(picked, shifts.shape)[0]] = True
+    return differs
 
 
 def as_one_chain(evidence):
@@ -288,5 +459,26 @@ def as_one_chain(evidence):
     return replace(
         evidence, pvalue=np.array([evidence.pvalue_pooled]),
         reliable=np.array([evidence.reliable_pooled]), min_kept_draws=MIN_POOLED_BLOCKS,
-        agreement_pvalue=np.nan, agreement_reliable=True, divergences=None,
-        stuck=np.array([bool(evidence.stuck.all())]), labels=["ensemble"])
+        agreement_pvalue=np.nan, agreement_reliable=True, divergences=None, differs=None,
+        stuck=np.array([bool(evidence.stuck.all())]),
+        far_off=np.array([bool(evidence.far_off.all())]),
+        never_moved=np.array([bool(evidence.never_moved.all())]),
+        spread=np.array([evidence.spread.max()]), labels=["ensemble"])
+
+
+def chain_values(gathered, n_draw, ensemble):
+    """Each chain's KSD, floor, unadjusted p-value and effective draws (an ensemble: one;
+    the chains the tests did not read: NaN p-value and effective draws)."""
+    g, values = gathered, gathered.values
+    if g.tests is None:
+        pvalue, pvalue_pooled, tau = np.full(g.active.sum(), np.nan), np.nan, np.nan
+    else:
+        (pvalue, pvalue_pooled), tau = g.tests.forms[0].pvalues(), g.tests.plan.tau
+    if ensemble:
+        return {"ksd": np.array([values.ksd_pooled]),
+                "ksd_iid": np.array([values.ksd_iid_pooled]),
+                "pvalue_unadjusted": np.array([pvalue_pooled]),
+                "effective_draws": np.array([float(np.sum(n_draw / tau))])}
+    return {"ksd": values.ksd, "ksd_iid": values.ksd_iid,
+            "pvalue_unadjusted": _expanded(g.active, pvalue, np.nan, float),
+            "effective_draws": _expanded(g.active, n_draw / tau, np.nan, float)}

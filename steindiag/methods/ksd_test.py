@@ -39,7 +39,7 @@ from steindiag.stats.bootstrap import (
 from steindiag.stats.damping import damping_window
 
 __all__ = ["BOOTSTRAPS", "MIN_EXPECTED_FLIPS", "TestPlan", "TestForms", "plan_test",
-           "test_forms", "weight_passes", "bootstrap_memory"]
+           "test_forms", "weight_passes", "bootstrap_memory", "check_family_memory"]
 
 BOOTSTRAPS = ("auto", "iid", "wild", "thinned", "multinomial")
 # Below this many expected sign flips in a chain, the wild bootstrap has too few
@@ -115,13 +115,14 @@ class TestPlan:
             scores=np.ascontiguousarray(prepared.scores[rows, self.kept]), draw=self.kept[0])
 
 
-def plan_test(prepared, bootstrap, *, has_chains, estimator, rng):
+def plan_test(prepared, bootstrap, *, has_chains, estimator, rng, damped=False):
     """The :class:`TestPlan` of ``bootstrap`` on the draws ("auto": "wild" for chains,
-    "iid" for one sample of independent draws). ``rng`` draws the Nyström test's offsets
-    of thinned chains (nothing otherwise)."""
+    "thinned" for chains with the damped statistic, which the wild bootstrap does not
+    have; "iid" for one sample of independent draws). ``rng`` draws the Nyström test's
+    offsets of thinned chains (nothing otherwise)."""
     n_chain, n_draw, _ = prepared.draws.shape
     if bootstrap == "auto":
-        bootstrap = "wild" if has_chains else "iid"
+        bootstrap = ("thinned" if damped else "wild") if has_chains else "iid"
     tau = np.array([
         integrated_autocorrelation_time(
             np.concatenate([prepared.draws[ch], prepared.scores[ch]], axis=1)).max()
@@ -360,3 +361,20 @@ def test_forms(prepared, pre, kernel, plan, *, n_bootstrap, rng, pooled, damped=
         forms.damped_chain = damped_forms[0] / n_used
         forms.damped_pooled = damped_forms[1] / n_total if pooled else None
     return forms
+
+
+def check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks):
+    """Refuse up front (``MemoryError``) KSD tests that would not fit in memory: one test's
+    bootstrap (:func:`bootstrap_memory`) while the replicates of up to three
+    statistics (plain, damped, sample covariance) are held, and max-T's copies of them."""
+    n_chain, n_draw, d = tested.draws.shape
+    n_statistics = 3 if exact else 1
+    need = (bootstrap_memory(n_chain, plan.n_used, d, n_bootstrap, pooled=True, damped=exact,
+                             estimator="exact" if exact else "nystrom",
+                             n_landmarks=n_landmarks, n_draw=n_draw)
+            + 8.0 * 4 * n_statistics * (n_chain + 1) * (1 + n_bootstrap))
+    check_memory(need, f"diagnose: the KSD tests ({n_bootstrap} bootstrap replicates of "
+                 f"{n_chain} chain(s) x {plan.n_used} draws, read together by max-T)",
+                 "Pass a larger alpha (fewer replicates: the default is the smallest B with "
+                 "1 / (1 + B) <= alpha / (4 n_tests)) or a smaller n_bootstrap=, or fewer "
+                 "draws (thin the chains).")

@@ -8,12 +8,17 @@ the prepared draws.
 
 from steindiag.methods.missing_mass import search_missing_mass
 
-__all__ = ["N_PRIOR_STARTS", "NO_LOG_DENSITY", "run_search"]
+__all__ = ["N_PRIOR_STARTS", "NO_LOG_DENSITY", "SearchError", "run_search"]
 
 # Prior draws used as starts of the mode search with a PyMC model.
 N_PRIOR_STARTS = 32
 NO_LOG_DENSITY = ("no log density: pass a PyMC model or log_density= (a callable on an "
                   "(n, d) batch)")
+
+
+class SearchError(ValueError):
+    """The missing-mass search could not run (log p or its arguments failed); the original
+    error is its ``__cause__``."""
 
 
 def run_search(prepared, source, kernel, pre, level, rng):
@@ -27,9 +32,12 @@ def run_search(prepared, source, kernel, pre, level, rng):
     if log_p is None:
         return None, NO_LOG_DENSITY
     starts = source.prior_starts(prepared.parameter, N_PRIOR_STARTS, rng)
-    result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,
-                                 score=score_fn, kernel=kernel, preconditioner=pre, rng=rng,
-                                 alpha=level, starts=starts)
+    try:
+        result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,
+                                     score=score_fn, kernel=kernel, preconditioner=pre,
+                                     rng=rng, alpha=level, starts=starts)
+    except ValueError as err:
+        raise SearchError(str(err)) from err
     skipped = getattr(result, "skipped", "")
     if skipped:
         return None, skipped

@@ -1,9 +1,8 @@
 """The result of ``diagnose``: a labelled Dataset whose repr is a report.
 
 ``diagnosis_dataset`` labels the verdicts and their evidence; :class:`Diagnosis` prints
-:func:`report` (verdicts, evidence, what to do next, chosen by the code of the pooled
-reason: ``stats.verdict.REASONS``); a saved result reopened with
-``Diagnosis.from_dataset`` prints the same report.
+``outputs.report.report`` (verdicts, evidence, what to do next); a saved result reopened
+with ``Diagnosis.from_dataset`` prints the same report.
 """
 
 from html import escape
@@ -12,10 +11,12 @@ import numpy as np
 import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
+from steindiag.outputs.ksd import kernel_attrs
 from steindiag.outputs.ksd_test import test_attrs
+from steindiag.outputs.report import report
 from steindiag.stats import verdict as rules
 
-__all__ = ["Diagnosis", "diagnosis_dataset", "diagnosis_attrs", "report", "next_step"]
+__all__ = ["Diagnosis", "diagnosis_dataset", "diagnosis_attrs"]
 
 
 class Diagnosis(xr.Dataset):
@@ -97,6 +98,7 @@ class Diagnosis(xr.Dataset):
         if missing:
             raise ValueError("Diagnosis.from_dataset: dataset is not a saved diagnose "
                              f"result: it lacks {', '.join(missing)}.")
+        _check_verdicts_follow(dataset)
         return cls(dataset)
 
     def _report(self):
@@ -125,110 +127,38 @@ class Diagnosis(xr.Dataset):
         return f"<pre>{escape(text)}</pre>" + html
 
 
-# What to do next, by the code of the pooled reason (``stats.verdict.REASONS``).
-_RUN_LONGER = "run longer chains (or a better-tuned sampler) and diagnose again."
-_NEXT_STEP = {
-    "no_rejection": "use the draws; KSD / floor and the tests found nothing to act on.",
-    "divergences": ("reparameterise (e.g. non-centred) or raise target_accept until the "
-                    "divergences are gone, then diagnose again."),
-    "too_few_draws": _RUN_LONGER,
-    "agreement_undecided": _RUN_LONGER,
-    "unvisited_mass": ("the chains missed a mode: start chains from overdispersed points or "
-                       "use a sampler that moves between modes (tempering); weights and "
-                       "thinning cannot create mass where no draw is."),
-    "chains_disagree": "the chains sampled different regions: run longer, from dispersed "
-                       "starts.",
-}
-_NOT_FROM_TARGET = ("the draws are not from the target: check the sampler (step size, bias, "
-                    "a bug), the model, and that the draws and the score belong together.")
+def _check_verdicts_follow(dataset):
+    """Refuse a saved result whose verdicts do not follow from their reason codes (an
+    edited verdict would print "FITS" above "why: the KSD test rejects")."""
+    pairs = []
+    if "reason_code_pooled" in dataset:
+        pairs.append(("pooled", dataset["verdict_pooled"].item(),
+                      dataset["reason_code_pooled"].item(), 0))
+    if "reason_code" in dataset:
+        pairs += [(f"chain {ch}", v, c, 1) for ch, v, c in zip(
+            dataset["chain"].values, dataset["verdict"].values, dataset["reason_code"].values)]
+    for who, verdict, code, side in pairs:
+        expected = rules.VERDICT_OF.get(str(code), (None, None))[side]
+        if expected is not None and str(verdict) != expected:
+            raise ValueError(
+                f"Diagnosis.from_dataset: the {who} verdict {str(verdict)!r} does not follow "
+                f"from its reason code {str(code)!r}, which gives {expected!r}: the dataset "
+                "was edited after diagnose wrote it; run diagnose again.")
 
 
-def next_step(code):
-    """The advice of the report for the pooled reason's code."""
-    return _NEXT_STEP.get(code, _NOT_FROM_TARGET)
-
-
-def report(result):
-    """The text of ``print(diagnose(...))``: verdicts, evidence, what to do next."""
-    lines = [f"steindiag.diagnose: {result['verdict_pooled'].item().upper()}",
-             f"  why: {result['reason_pooled'].item()}",
-             f"  next: {next_step(_pooled_code(result))}",
-             "",
-             f"  {'chain':>8} {'verdict':>13} {'KSD':>9} {'floor':>9} {'p':>7} "
-             f"{'reliable':>8} {'eff. draws':>10}" + (" divergences" if "divergences"
-                                                      in result else "")]
-    for k, ch in enumerate(result["chain"].values):
-        row = (f"  {str(ch):>8} {result['verdict'].values[k]:>13} "
-               f"{result['ksd'].values[k]:9.3g} {result['ksd_iid'].values[k]:9.3g} "
-               f"{result['pvalue'].values[k]:7.3g} {str(bool(result['pvalue_reliable'].values[k])):>8} "
-               f"{result['effective_draws'].values[k]:10.0f}")
-        if "divergences" in result:
-            row += f" {int(result['divergences'].values[k]):11d}"
-        lines.append(row)
-    lines.append(
-        f"  {'pooled':>8} {result['verdict_pooled'].item():>13} "
-        f"{result['ksd_pooled'].item():9.3g} {result['ksd_iid_pooled'].item():9.3g} "
-        f"{result['pvalue_pooled'].item():7.3g} "
-        f"{str(bool(result['pvalue_reliable_pooled'].item())):>8} "
-        f"{result['effective_draws_pooled'].item():10.0f}")
-    lines.append("")
-    level = result.attrs["test_level"]
-    if result.sizes["chain"] > 1:
-        p_agree = float(result["agreement_pvalue"])
-        if not np.isfinite(p_agree) or not bool(result["agreement_reliable"]):
-            said = "not decided (too few blocks of draws per chain)"
-        elif p_agree <= level:
-            said = f"no: the MMD test of agreement rejects (p = {p_agree:.2g} <= {level:.2g})"
-        else:
-            said = f"yes, as far as the MMD test of agreement sees (p = {p_agree:.2g})"
-        lines.append(f"  chains agree: {said}")
-    lines.append(f"  KSD test on blocks of {result.attrs['thinning_lag']} draws "
-                 f"({result.attrs['kept_draws']} per chain; draws "
-                 f"{result.attrs['thinning_lag']} apart are nearly independent); statistics: "
-                 f"{result.attrs.get('ksd_statistics', '')}")
-    if "detectable_shift" in result.attrs:
-        lines.append(f"  power: with {result['effective_draws_pooled'].item():.0f} effective "
-                     f"draws, a shift of the mean by about "
-                     f"{result.attrs['detectable_shift']:.2g} posterior sd is detected 80 % "
-                     "of the time (roughly Gaussian posterior); smaller errors can pass")
-    if "missing_mass_found" in result:
-        lines.append(f"  unvisited mass ({result.attrs['missing_mass_search']}): "
-                     f"{result.attrs['missing_mass_summary']}")
-    else:
-        lines.append(f"  unvisited mass: search {result.attrs['missing_mass_search']}")
-    for note in ("ensemble_note", "estimator_note", "mmd_note"):
-        if note in result.attrs:
-            lines.append(f"  {result.attrs[note]}")
-    lines.append(f"  each test at level {level:.2g} = alpha "
-                 f"{result.attrs['alpha']:g} / {result.attrs['n_tests']} tests (Bonferroni); "
-                 "KSD / floor is a description, not the verdict.")
-    pooled_reason = result["reason_pooled"].item()
-    bad = [(str(ch), v, r) for ch, v, r in zip(result["chain"].values, result["verdict"].values,
-                                               result["reason"].values)
-           if v != rules.FITS and r not in pooled_reason and pooled_reason not in r]
-    for ch, v, r in bad[:8]:
-        lines.append(f"  chain {ch}: {v}: {r}")
-    return "\n".join(lines)
-
-
-def _pooled_code(result):
-    """The code of the pooled reason (a result saved before codes were stored: none)."""
-    if "reason_code_pooled" in result:
-        return result["reason_code_pooled"].item()
-    return "no_rejection" if result["verdict_pooled"].item() == rules.FITS else ""
-
-
-def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_iid_pooled,
-                      chain, found, search, attrs):
+def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, chain, parameters, gathered,
+                      found, attrs):
     """The :class:`Diagnosis` of the verdicts and their evidence.
 
     ``verdicts``: (verdicts, codes, reasons) of the chains; ``pooled``: (verdict, code,
     reason); ``per_chain``: each chain's ``ksd``, ``ksd_iid``, ``pvalue_unadjusted`` and
-    ``effective_draws``; ``found``: the sampler's divergences (or None); ``search``: the
-    missing-mass search's result (or None); ``attrs``: the result's attrs.
+    ``effective_draws``; ``gathered``: what ``methods.evidence.gather`` measured (the KSD
+    values, the Stein moments, the chains' shifts, the search); ``found``: the sampler's
+    divergences (or None); ``attrs``: the result's attrs.
     """
     (chain_verdicts, chain_codes, reasons), (verdict_pooled, code_pooled, reason_pooled) = (
         verdicts, pooled)
+    values, search = gathered.values, gathered.search
     data_vars = {
         "verdict": (("chain",), chain_verdicts, {"long_name": "verdict of each chain"}),
         "verdict_pooled": ((), verdict_pooled, {"long_name": "verdict, all chains"}),
@@ -240,10 +170,10 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_
                                {"long_name": "what decided the pooled verdict (a reason "
                                              "code)"}),
         "ksd": (("chain",), per_chain["ksd"], {"long_name": "KSD of each chain"}),
-        "ksd_pooled": ((), float(ksd_pooled), {"long_name": "KSD of all chains pooled"}),
+        "ksd_pooled": ((), float(values.ksd_pooled), {"long_name": "KSD of all chains pooled"}),
         "ksd_iid": (("chain",), per_chain["ksd_iid"],
                     {"long_name": "i.i.d. floor at the draws, each chain"}),
-        "ksd_iid_pooled": ((), float(ksd_iid_pooled),
+        "ksd_iid_pooled": ((), float(values.ksd_iid_pooled),
                            {"long_name": "i.i.d. floor at the draws, pooled"}),
         "pvalue": (("chain",), evidence.pvalue, {
             "long_name": "KSD test p-value, each chain, adjusted for the family of the "
@@ -264,9 +194,14 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_
                              {"long_name": "p-value of the MMD test that all chains agree"}),
         "agreement_reliable": ((), evidence.agreement_reliable, {
             "long_name": "whether the p-value of the test of agreement can be trusted"}),
+        "agreement_min_pvalue": ((), float(evidence.agreement_min_pvalue), {
+            "long_name": "smallest p-value the test of agreement can attain (permutations "
+                         "and distinct block arrangements)"}),
         "stuck": (("chain",), evidence.stuck,
-                  {"long_name": "every draw of the chain is the same point"}),
+                  {"long_name": "the chain barely moves (or never moved)"}),
     }
+    data_vars.update(_deciding_vars(gathered, len(chain)))
+    data_vars.update(_attribution_vars(gathered, len(chain)))
     if evidence.divergences is not None:
         data_vars["divergences"] = (("chain",), evidence.divergences,
                                     {"long_name": "divergent transitions",
@@ -278,18 +213,89 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, ksd_pooled, ksd_
                                             {"long_name": "p-value of the search"})
         attrs["missing_mass_summary"] = search.summary
         attrs["n_log_density"] = int(search.n_log_density)
-    result = Diagnosis(data_vars, coords={"chain": ("chain", chain)}, attrs=attrs)
+    coords = {"chain": ("chain", chain), "parameter": ("parameter", list(parameters))}
+    result = Diagnosis(data_vars, coords=coords, attrs=attrs)
     result.attrs["report"] = report(result)
     return result
 
 
-def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, search, not_run, tests, kernel,
+def _deciding_vars(gathered, n_chain):
+    """The statistic behind each test: its name, its value and floor as KSDs, its p-value
+    (``methods.evidence.Deciding``); the chains the tests did not read: empty and NaN."""
+    decided, active = gathered.deciding, gathered.active
+    names = np.full(n_chain, "", dtype=object)
+    values = {key: np.full(n_chain, np.nan) for key in ("ksd", "floor", "pvalue")}
+    pooled = {"name": "", "ksd": np.nan, "floor": np.nan, "pvalue": np.nan}
+    if decided is not None:
+        pooled = {"name": decided.name_pooled, "ksd": decided.ksd_pooled,
+                  "floor": decided.floor_pooled, "pvalue": decided.pvalue_pooled}
+        if n_chain == active.size:
+            names[active] = decided.name
+            for key in values:
+                values[key][active] = getattr(decided, key)
+        else:   # an ensemble: its one chain is the pooled test
+            names[:] = pooled["name"]
+            for key in values:
+                values[key][:] = pooled[key]
+    what = "the statistic of the KSD test that points most strongly against the target"
+    return {
+        "statistic": (("chain",), names.astype(str), {"long_name": f"{what}, each chain"}),
+        "statistic_ksd": (("chain",), values["ksd"], {
+            "long_name": "its value, as a KSD of the draws the test read"}),
+        "statistic_floor": (("chain",), values["floor"], {
+            "long_name": "the mean of its bootstrap replicates, as a KSD"}),
+        "statistic_pvalue": (("chain",), values["pvalue"], {
+            "long_name": "its own bootstrap p-value (before the family's adjustment)"}),
+        "statistic_pooled": ((), pooled["name"], {"long_name": f"{what}, pooled"}),
+        "statistic_ksd_pooled": ((), pooled["ksd"], {"long_name": "its value, as a KSD"}),
+        "statistic_floor_pooled": ((), pooled["floor"], {
+            "long_name": "the mean of its bootstrap replicates, as a KSD"}),
+        "statistic_pvalue_pooled": ((), pooled["pvalue"], {"long_name": "its own p-value"}),
+    }
+
+
+def _attribution_vars(gathered, n_chain):
+    """Where the evidence points, per chain and parameter (``stats.stein_moments``): each
+    chain's mean against the others' and the score's location and spread moments, each in
+    standard errors; an ensemble's one chain gets its walkers' pooled moments."""
+    pooled = gathered.pooled_moments
+    per_chain = gathered.moments if n_chain == gathered.moments.location.shape[0] else pooled
+    shifts = (gathered.shifts if n_chain == gathered.shifts.shape[0]
+              else np.full((1, gathered.shifts.shape[1]), np.nan))
+    dims = ("chain", "parameter")
+    out = {
+        "chain_shift": (dims, shifts, {
+            "long_name": "the chain's mean minus the other chains', in standard errors"}),
+        "score_location_z": (dims, per_chain.location_z, {
+            "long_name": "mean score in standard errors (0 for draws of the target; > 0: "
+                         "the draws sit too low)"}),
+        "score_spread": (dims, per_chain.spread, {
+            "long_name": "Stein spread moment -mean((x - mean x) s) (1 for draws of the "
+                         "target; < 1: too narrow, > 1: too wide, about 0: barely moves)"}),
+        "score_spread_z": (dims, per_chain.spread_z, {
+            "long_name": "spread moment minus 1, in standard errors"}),
+    }
+    if pooled is not None:
+        out["score_location_z_pooled"] = (("parameter",), pooled.location_z[0], {
+            "long_name": "mean score of the chains tested, in standard errors"})
+        out["score_spread_pooled"] = (("parameter",), pooled.spread[0], {
+            "long_name": "Stein spread moment of the chains tested"})
+        out["score_spread_z_pooled"] = (("parameter",), pooled.spread_z[0], {
+            "long_name": "spread moment minus 1 of the chains tested, in standard errors"})
+    return out
+
+
+def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, gathered, kernel, pre,
                     n_bootstrap, prepared, ensemble, notes):
     """The attrs of a :class:`Diagnosis`: the decision's, the first KSD test's (as
-    ``ksd_test`` records them), the input's, and the report's notes (``notes``, by name;
-    empty ones left out)."""
-    first = test_attrs(tests.plan, tests.forms[0], tests.tested, tests.preconditioners[0],
-                       kernel, n_bootstrap)
+    ``ksd_test`` records them; when no test ran, the kernel and the preconditioner
+    ``pre``), the input's, and the report's notes (``notes``, by name; empty ones left
+    out)."""
+    tests, search = gathered.tests, gathered.search
+    first = kernel_attrs(prepared, pre, kernel) if tests is None else test_attrs(
+        tests.plan, tests.forms[0], tests.tested, tests.preconditioners[0], kernel, n_bootstrap)
+    notes = {**notes, "covariance_note": "" if tests is None else tests.note,
+             "mmd_note": gathered.agreement.note}
     n_chain, n_draw = prepared.draws.shape[:2]
     if ensemble:
         notes = {"ensemble_note": (
@@ -306,14 +312,15 @@ def diagnosis_attrs(*, alpha, n_tests, level, evidence, d, search, not_run, test
         "kept_draws": evidence.kept_draws,
         "draws_needed": rules.more_draws_needed(evidence),
         "detectable_shift": rules.detectable_shift(evidence.effective_draws_pooled, d),
-        "missing_mass_search": search.method if search is not None else f"not run: {not_run}",
+        "missing_mass_search": (search.method if search is not None
+                                else f"not run: {gathered.not_run}"),
         **netcdf_attrs({key: value for key, value in first.items()
                         if key not in ("space", "score_source", "thinning_lag", "n_draw_tested")
                         and key not in prepared.attrs}),
         "parameters": list(prepared.parameter),
         **prepared.attrs,
     }
-    attrs["ksd_statistics"] = ", ".join(
+    attrs["ksd_statistics"] = "" if tests is None else ", ".join(
         pre.name + (" (plain, damped)" if forms.damped_chain is not None else "")
         for pre, forms in zip(tests.preconditioners, tests.forms))
     attrs.update({name: note for name, note in notes.items() if note})

@@ -4,6 +4,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
+from steindiag._words import chains, ordinal
 from steindiag.methods.ksd_test import MIN_EXPECTED_FLIPS
 from steindiag.outputs.ksd import kernel_attrs
 from steindiag.stats.bootstrap import MIN_THINNED_DRAWS
@@ -25,15 +26,22 @@ def unreliable_message(plan, chain, n_draw):
     if not few.size:
         return ""
     labels = [chain[ch].item() for ch in few[:10]]
-    more = f" and {few.size - 10} more" if few.size > 10 else ""
+    if few.size > 10:
+        labels.append(f"{few.size - 10} more")
+    one = few.size == 1
+    has, their = ("has", "its") if one else ("have", "their")
+    verdict = "its p-value is" if one else "their p-values are"
     if plan.bootstrap == "wild":
-        return (f"ksd_test: chains {labels}{more} have autocorrelation times up to "
+        return (f"ksd_test: {chains(labels)} {has} autocorrelation times up to "
                 f"{plan.tau[few].max():.3g} for {n_draw} draws, so the wild bootstrap's sign "
-                f"chain flips fewer than {MIN_EXPECTED_FLIPS:g} times in them; their "
-                "p-values are unreliable. Run longer chains.")
-    return (f"ksd_test: chains {labels}{more} have autocorrelation times up to "
-            f"{plan.common_tau:.3g}, so reading every {plan.lag}-th of their {n_draw} draws "
-            f"keeps {plan.n_used}, fewer than {MIN_THINNED_DRAWS}; their p-values are "
+                f"chain flips fewer than {MIN_EXPECTED_FLIPS:g} times in {'it' if one else 'them'}; {verdict} "
+                "unreliable. Run longer chains.")
+    if plan.lag <= 1:
+        return (f"ksd_test: {chains(labels)} {has} {n_draw} draws, fewer than "
+                f"{MIN_THINNED_DRAWS}; {verdict} unreliable. Run longer chains.")
+    return (f"ksd_test: {chains(labels)} {has} autocorrelation times up to "
+            f"{plan.common_tau:.3g}, so reading every {ordinal(plan.lag)} of {their} "
+            f"{n_draw} draws keeps {plan.n_used}, fewer than {MIN_THINNED_DRAWS}; {verdict} "
             "unreliable. Run longer chains.")
 
 

@@ -18,10 +18,13 @@ to a verdict" and "Calibration on MCMC output".
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri
 
-__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "Evidence",
-           "n_tests", "chain_verdicts", "pooled_verdict", "more_draws_needed",
-           "detectable_shift"]
+from steindiag._words import chains, plural
+
+__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "VERDICT_OF",
+           "Evidence", "n_tests", "chain_verdicts", "pooled_verdict", "more_draws_needed",
+           "detectable_shift", "NAMING_ALPHA", "named"]
 
 # kappa(d): the pooled KSD test of diagnose detects a shift of the mean by delta posterior
 # standard deviations (along one coordinate of N(0, I_d)) in 80 % of runs when
@@ -47,7 +50,22 @@ REASONS = (
     "too_few_draws",        # a KSD p-value that would decide cannot be trusted
     "divergences",          # the sampler reported divergent transitions; nothing rejected
     "agreement_undecided",  # too few blocks for the test of agreement
+    "chain_differs",        # the chains disagree, and this one differs from the others
+    "far_off",              # a chain spreads far wider than the target allows
 )
+
+
+# The verdict each reason code gives (pooled, then a chain's where they differ): a saved
+# result whose verdict does not follow from its code was edited.
+VERDICT_OF = {
+    "no_rejection": (FITS, FITS), "stuck": (DOES_NOT_FIT, DOES_NOT_FIT),
+    "ksd_rejects": (DOES_NOT_FIT, DOES_NOT_FIT), "chains_rejected": (DOES_NOT_FIT, None),
+    "unvisited_mass": (DOES_NOT_FIT, DOES_NOT_FIT),
+    "chains_disagree": (DOES_NOT_FIT, INCONCLUSIVE),
+    "too_few_draws": (INCONCLUSIVE, INCONCLUSIVE), "divergences": (INCONCLUSIVE, INCONCLUSIVE),
+    "agreement_undecided": (INCONCLUSIVE, None), "chain_differs": (None, DOES_NOT_FIT),
+    "far_off": (DOES_NOT_FIT, DOES_NOT_FIT),
+}
 
 
 @dataclass(kw_only=True)
@@ -73,10 +91,22 @@ class Evidence:
         Sum over chains of draw / tau.
     agreement_pvalue, agreement_reliable : float, bool
         The test that all chains agree (NaN, True for one chain).
+    agreement_min_pvalue : float
+        Its smallest attainable p-value (when above the level, it cannot decide).
     divergences : ndarray (chain,) of int or None
         Divergent transitions (None: no sampler statistics).
-    stuck : ndarray (chain,) of bool
-        Chains whose draws are all the same point.
+    stuck, never_moved : ndarray (chain,) of bool
+        Chains that barely move (their Stein spread moment is tiny in every parameter:
+        ``stats.stein_moments``), and those whose draws are all the same point.
+    far_off : ndarray (chain,) of bool
+        Chains whose spread moment reaches 100 in absolute value in some parameter: their
+        draws spread far wider than the target allows there.
+    spread : ndarray (chain,)
+        Each chain's largest spread moment over the parameters (1 for draws of p; for a
+        far-off chain, the largest in absolute value).
+    differs : ndarray (chain,) of bool or None
+        Once the test of agreement rejects: the chains whose mean differs from the other
+        chains' in some parameter (``methods.evidence.differing_chains``); None otherwise.
     missing_found, missing_run : bool
         The search for unvisited mass: found some, ran at all.
     missing_summary, missing_not_run_reason : str
@@ -95,8 +125,13 @@ class Evidence:
     effective_draws_pooled: float
     agreement_pvalue: float = np.nan
     agreement_reliable: bool = True
+    agreement_min_pvalue: float = 0.0
     divergences: np.ndarray = None
     stuck: np.ndarray = None
+    far_off: np.ndarray = None
+    never_moved: np.ndarray = None
+    spread: np.ndarray = None
+    differs: np.ndarray = None
     missing_found: bool = False
     missing_run: bool = False
     missing_summary: str = ""
@@ -109,6 +144,12 @@ class Evidence:
         n_chain = self.pvalue.shape[0]
         if self.stuck is None:
             self.stuck = np.zeros(n_chain, dtype=bool)
+        if self.never_moved is None:
+            self.never_moved = self.stuck.copy()
+        if self.far_off is None:
+            self.far_off = np.zeros(n_chain, dtype=bool)
+        if self.spread is None:
+            self.spread = np.where(self.stuck, 0.0, 1.0)
         if self.labels is None:
             self.labels = list(range(n_chain))
 
@@ -126,9 +167,12 @@ def n_tests(n_chain, missing_mass_run):
 
 def more_draws_needed(evidence):
     """About how many draws per chain would give the KSD test enough nearly independent
-    draws: n_draw * min_kept_draws / kept_draws, rounded up to a hundred."""
-    factor = evidence.min_kept_draws / max(evidence.kept_draws, 1)
-    return int(np.ceil(evidence.n_draw * factor / 100.0) * 100)
+    draws: the number needed times the lag between them (or, from the draws kept now, the
+    draws per chain scaled up to that number, when that is more), rounded up to a hundred."""
+    e = evidence
+    needed = max(max(e.thinning_lag, 1) * e.min_kept_draws,
+                 e.n_draw * e.min_kept_draws / max(e.kept_draws, 1))
+    return int(np.ceil(needed / 100.0) * 100)
 
 
 def detectable_shift(effective_draws, d):
@@ -155,12 +199,23 @@ def _agreement_rejects(evidence, level):
             and np.isfinite(evidence.agreement_pvalue) and evidence.agreement_pvalue <= level)
 
 
+def _agreement_doubt(e, level):
+    if e.agreement_min_pvalue > level:
+        return (f"the MMD test of agreement cannot reach the level: with so few blocks of "
+                f"draws its smallest attainable p-value is {e.agreement_min_pvalue:.2g} > "
+                f"{level:.2g}, so whether the chains agree cannot be checked")
+    return ("the chains are too autocorrelated for the MMD test of agreement (fewer than 3 "
+            "blocks of about 5 autocorrelation times per chain, or 20 in all): whether they "
+            "agree cannot be checked")
+
+
 def _too_few(evidence, what):
+    e = evidence
     return (f"too few nearly independent draws for the KSD test of {what}: the "
-            f"autocorrelation time is long, so draws only {evidence.thinning_lag} apart are "
-            f"nearly independent, {evidence.kept_draws} blocks of {evidence.n_draw} draws "
-            f"per chain, fewer than {evidence.min_kept_draws}; about "
-            f"{more_draws_needed(evidence)} draws per chain would decide")
+            f"autocorrelation time is long, so only draws at least {e.thinning_lag} apart are "
+            f"nearly independent and the {e.n_draw} draws of a chain give "
+            f"{e.kept_draws}, fewer than {e.min_kept_draws}; about "
+            f"{more_draws_needed(e)} draws per chain would decide")
 
 
 def chain_verdicts(evidence, level, conditional=False):
@@ -207,11 +262,32 @@ def chain_verdicts(evidence, level, conditional=False):
     return verdicts, codes, reasons
 
 
+def _others(e):
+    """' (the other chains are tested without it)' when some chain is left to test."""
+    out = e.stuck | e.far_off
+    if not (~out).any():
+        return ""
+    return f" (the other chains are tested without {'it' if out.sum() == 1 else 'them'})"
+
+
+def _stuck_reason(e, ch):
+    if e.never_moved[ch]:
+        return f"the chain never moved: all {e.n_draw} draws are the same point"
+    return (f"the chain barely moves: in every parameter its spread is at most "
+            f"{np.sqrt(max(e.spread[ch], 0.0)):.2g} of the scale the target's curvature sets "
+            f"where it sits (Stein spread moment {e.spread[ch]:.2g}; 1 for draws of the "
+            "target)")
+
+
 def _chain_rule(e, ch, level, disagree):
     """(verdict, code, reason) of chain ``ch``: the first rule of ``chain_verdicts``."""
     if e.stuck[ch]:
-        return DOES_NOT_FIT, "stuck", (
-            f"the chain never moved: all {e.n_draw} draws are the same point")
+        return DOES_NOT_FIT, "stuck", _stuck_reason(e, ch)
+    if e.far_off[ch]:
+        return DOES_NOT_FIT, "far_off", (
+            f"in some parameter its draws spread about {e.spread[ch]:.2g} times the variance "
+            "the target allows where they sit (Stein spread moment; 1 for draws of the "
+            "target), which no sample of the target does (see 'where')")
     if e.reliable[ch] and e.pvalue[ch] <= level:
         return DOES_NOT_FIT, "ksd_rejects", (
             f"the KSD test rejects the draws ({_p(e.pvalue[ch])} <= {level:.2g})")
@@ -221,12 +297,22 @@ def _chain_rule(e, ch, level, disagree):
         return INCONCLUSIVE, "too_few_draws", _too_few(e, "this chain")
     if e.divergences is not None and e.divergences[ch] > 0:
         return INCONCLUSIVE, "divergences", (
-            f"{int(e.divergences[ch])} divergent transitions: the sampler could not "
+            f"{plural(e.divergences[ch], 'divergent transition')}: the sampler could not "
             f"explore part of the target; no test rejected ({_p(e.pvalue[ch])})")
+    if disagree and e.differs is not None and e.differs[ch]:
+        return DOES_NOT_FIT, "chain_differs", (
+            f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}) and this "
+            "chain's mean differs from the other chains' (see 'where'); its own KSD test "
+            f"did not reject ({_p(e.pvalue[ch])}), which KSD's blindness to the weights of "
+            "separated regions allows")
     if disagree:
+        named = ([e.labels[k] for k in np.flatnonzero(e.differs)]
+                 if e.differs is not None else [])
+        which = (f"{chains(named)} {'differs' if len(named) == 1 else 'differ'} from the "
+                 "others" if named else
+                 "no chain's mean stands out, so the test does not say which chain differs")
         return INCONCLUSIVE, "chains_disagree", (
-            f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}): "
-            "some chain did not sample the target, and the test does not say which; "
+            f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}): {which}; "
             f"this chain's own KSD test did not reject ({_p(e.pvalue[ch])})")
     return FITS, "no_rejection", f"no test rejected (KSD {_p(e.pvalue[ch])})"
 
@@ -261,14 +347,31 @@ def pooled_verdict(evidence, level):
     rejecting = np.flatnonzero(e.reliable & (e.pvalue <= level))
     if e.stuck.any():
         stuck = [labels[k] for k in np.flatnonzero(e.stuck)]
-        return DOES_NOT_FIT, "stuck", (f"chain(s) {stuck} never moved: all {e.n_draw} draws "
-                                       "of each are the same point")
+        if e.never_moved[e.stuck].all():
+            return DOES_NOT_FIT, "stuck", (
+                f"{chains(stuck)} never moved: all {e.n_draw} draws of "
+                f"{'it' if len(stuck) == 1 else 'each'} are the same point")
+        one = len(stuck) == 1
+        return DOES_NOT_FIT, "stuck", (
+            f"{chains(stuck)} barely {'moves' if one else 'move'}: in every parameter "
+            f"{'its' if one else 'their'} spread is at most "
+            f"{np.sqrt(max(e.spread[e.stuck].max(), 0.0)):.2g} of the scale the target sets "
+            f"where {'it sits' if one else 'they sit'}, so {'it does' if one else 'they do'} "
+            f"not sample the target{_others(e)}")
+    if e.far_off.any():
+        far = [labels[k] for k in np.flatnonzero(e.far_off)]
+        return DOES_NOT_FIT, "far_off", (
+            f"{chains(far)} {'spreads' if len(far) == 1 else 'spread'} about "
+            f"{e.spread[e.far_off].max():.2g} times the variance "
+            "the target allows in some parameter (Stein spread moment; 1 for draws of the "
+            f"target): {'it is' if len(far) == 1 else 'they are'} not draws of the target"
+            f"{_others(e)}")
     if e.reliable_pooled and e.pvalue_pooled <= level:
         return DOES_NOT_FIT, "ksd_rejects", (
             f"the KSD test rejects the draws ({_p(e.pvalue_pooled)} <= {level:.2g})")
     if rejecting.size:
         return DOES_NOT_FIT, "chains_rejected", (
-            f"the KSD test rejects chain(s) {[labels[k] for k in rejecting]} "
+            f"the KSD test rejects {chains(labels[k] for k in rejecting)} "
             f"(smallest {_p(e.pvalue[rejecting].min())} <= {level:.2g})")
     if e.missing_found:
         return DOES_NOT_FIT, "unvisited_mass", f"unvisited mass: {e.missing_summary}"
@@ -281,7 +384,7 @@ def pooled_verdict(evidence, level):
     if e.divergences is not None and np.sum(e.divergences) > 0:
         codes.append("divergences")
         doubts.append(
-            f"{int(np.sum(e.divergences))} divergent transitions: the sampler could not "
+            f"{plural(np.sum(e.divergences), 'divergent transition')}: the sampler could not "
             f"explore part of the target, and no test rejected ({_p(e.pvalue_pooled)}); that "
             "does not show the unexplored part holds no mass")
     if not e.reliable_pooled:
@@ -290,10 +393,7 @@ def pooled_verdict(evidence, level):
                       "effective draws in all)")
     if e.n_chain > 1 and not e.agreement_reliable:
         codes.append("agreement_undecided")
-        doubts.append(
-            "the chains are too autocorrelated for the MMD test of agreement (fewer than 3 "
-            "blocks of about 5 autocorrelation times per chain, or 20 in all): whether they "
-            "agree cannot be checked")
+        doubts.append(_agreement_doubt(e, level))
     if doubts:
         return INCONCLUSIVE, codes[0], "; ".join(doubts)
     reason = f"no test rejected (KSD {_p(e.pvalue_pooled)})"
@@ -302,3 +402,28 @@ def pooled_verdict(evidence, level):
                    f"({e.missing_not_run_reason}), and KSD alone is blind to modes the chains "
                    "never visited")
     return FITS, "no_rejection", reason
+
+
+# Level at which a chain or a parameter is named as where a rejection comes from (two-sided,
+# Bonferroni over the candidates): a description of the rejection, not another test.
+NAMING_ALPHA = 0.05
+
+
+def named(z, top=3, alpha=NAMING_ALPHA):
+    """Which entries of the standardised differences ``z`` to name, most extreme first.
+
+    Those whose two-sided normal p-value is at most alpha / (number of finite entries)
+    (Bonferroni), at most ``top``; when none is, the most extreme one alone. Returns
+    (indices, significant): ``significant`` False when the one named is only the largest.
+    """
+    z = np.asarray(z, dtype=np.float64).ravel()
+    finite = np.flatnonzero(np.isfinite(z))
+    if finite.size == 0:
+        return np.array([], dtype=np.int64), False
+    order = finite[np.argsort(-np.abs(z[finite]), kind="stable")]
+    # |z| above which the two-sided p-value is at most alpha / m: the normal quantile.
+    threshold = -ndtri(alpha / (2.0 * finite.size))
+    strong = order[np.abs(z[order]) >= threshold]
+    if strong.size:
+        return strong[:top], True
+    return order[:1], False
