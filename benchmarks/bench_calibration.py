@@ -146,7 +146,7 @@ def _correlated_gaussian():
 def configurations():
     """All configurations, by name, in the order they run."""
     found = []
-    layouts = [(4, 500), (4, 1000), (4, 4000), (64, 100)]
+    layouts = [(4, 500), (4, 1000), (4, 4000), (64, 100), (1000, 60), (300, 200), (100, 600)]
     for layout in layouts:
         for dim in (1, 2, 10, 50, 100):
             for tau in (1, 3, 5.7, 9, 19, 30):
@@ -309,6 +309,16 @@ def configurations():
               functools.partial(vc.nearly_stuck_chain, 4, n_draw, dim, rho=0.5),
               4, n_draw, dim, f"3 AR(1) chains (rho 0.5) on N(0, I_{dim}) and one 6 sd out in "
                               "every coordinate moving 1e-5 per step (issue 39)")
+    # Many chains (issue 35): chains each in one mode of a two-mode mixture; the pooled
+    # draws hold the right shares, only the test that the chains agree can see it.
+    for n_chain, n_draw in [(1000, 60), (300, 200), (100, 600), (64, 100)]:
+        for label, fraction in (("twomodes", 0.5), ("fewmodes", 0.02)):
+            power(f"{label}-d10-{n_chain}x{n_draw}",
+                  functools.partial(vc.split_mode_chains, n_chain, n_draw, 10, separation=4.0,
+                                    rho=0.5, fraction=fraction),
+                  n_chain, n_draw, 10,
+                  f"max(1, round({fraction:g} C)) chains AR(1) (rho 0.5) in the mode -4 e1 of "
+                  "w N(-4 e1, I) + (1 - w) N(4 e1, I), the others in +4 e1; w their share")
     return {configuration.name: configuration for configuration in found}
 
 
@@ -359,14 +369,14 @@ def run_diagnose(draws, *, score, log_density, variant, seed, model=None):
     if model is not None:
         arguments = (draws, model)
         if variant == "score_only":
-            options["missing_mass"] = False
+            options["mode_search"] = False
     else:
         arguments = (draws,)
         options["score"] = score
         if variant == "log_density":
             options["log_density"] = log_density
         else:
-            options["missing_mass"] = False
+            options["mode_search"] = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()

@@ -712,6 +712,29 @@ def one_mode_draws(n_chain, n_draw, dim, *, rng, separation=4.0, rho=0.0):
                               f"rho={rho:g}")
 
 
+def split_mode_chains(n_chain, n_draw, dim, *, rng, separation=4.0, rho=0.0, fraction=0.5):
+    """Chains each in one mode of w N(-a e_1, I) + (1 - w) N(a e_1, I) (a = ``separation``).
+
+    n_left = max(1, round(``fraction`` C)) chains, chosen at random, are a stationary AR(1)
+    path (coefficient ``rho``) of the left component, the others of the right one, and
+    the target's weight w = n_left / C: the pooled draws hold each mode's share of the
+    mass, but no chain moves between the modes, so the chains disagree. KSD is nearly
+    blind to this (near a mode the mixture's score is that mode's); the test that the
+    chains agree is not. Diagnosed against the mixture's score and log density.
+    """
+    n_left = max(1, int(round(fraction * n_chain)))
+    means = np.zeros((2, dim))
+    means[0, 0], means[1, 0] = -separation, separation
+    target = gaussian_mixture_target(means, weights=[n_left / n_chain, 1 - n_left / n_chain])
+    draws = ar1_paths(n_chain, n_draw, np.full(dim, float(rho)), rng=rng) + means[1]
+    left = rng.choice(n_chain, size=n_left, replace=False)
+    draws[left] += means[0] - means[1]
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=False,
+                  description=f"{n_left} of {n_chain} chains in the mode -{separation:g} e1, "
+                              f"the others in +{separation:g} e1, d={dim}, rho={rho:g}")
+
+
 def wrong_score_banana(n_chain, n_draw, *, rng, curvature=0.03, assumed_curvature=0.0,
                        first_variance=100.0):
     """Exact independent draws of a banana, diagnosed with another banana's score.

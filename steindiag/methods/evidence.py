@@ -16,8 +16,8 @@ import numpy as np
 
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.methods.ksd import ksd_values, stein_sums
-from steindiag.methods.ksd_test import plan_test, test_forms
-from steindiag.methods.mmd import drop_constant, mmd_tests, plan_blocks, unit_kernel_sums
+from steindiag.methods.ksd_test import check_family_memory, plan_test, test_forms
+from steindiag.methods.mmd import drop_constant, mmd_from_draws, plan_blocks
 from steindiag.methods.search import run_search
 from steindiag.stats import verdict as rules
 from steindiag.stats.bootstrap import (MIN_POOLED_BLOCKS, MIN_THINNED_DRAWS,
@@ -153,8 +153,10 @@ def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_boot
     plan = plan_test(prepared, "thinned" if has_chains else "iid", has_chains=has_chains,
                      estimator=estimator, rng=rng)
     tested = plan.select(prepared)
+    check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks)
     options = dict(n_bootstrap=n_bootstrap, pooled=True, estimator=estimator,
-                   n_landmarks=n_landmarks, backend=backend, progress=progress)
+                   n_landmarks=n_landmarks, backend=backend, progress=progress,
+                   caller="diagnose")
     tests = KSDTests(plan=plan, forms=[test_forms(tested, pre, kernel, plan, rng=rng,
                                                   damped=exact, **options)],
                      preconditioners=[pre], tested=tested)
@@ -288,10 +290,10 @@ def agreement_evidence(draws, parameters, pre, preconditioner, kernel, n_permuta
     if stride > 1 or constant:
         pre = make_preconditioner(preconditioner, pooled, kept)
     blocks = plan_blocks(samples, n_permutations, "auto", test_all=True)
-    sums = unit_kernel_sums(pooled, blocks.unit_start, pre, kernel, progress)
-    result = mmd_tests(sums, blocks, n_chain=n_chain, n_draw=samples[0].shape[1],
-                       two_sample=False, test="all", n_permutations=n_permutations, rng=rng,
-                       progress=progress)
+    result = mmd_from_draws(pooled, blocks, pre, kernel, n_chain=n_chain,
+                            n_draw=samples[0].shape[1], two_sample=False, test="all",
+                            n_permutations=n_permutations, rng=rng, progress=progress,
+                            mmd2=False, what="diagnose")
     note = (f"MMD test of agreement on every {stride}-th draw of each chain (its cost is "
             "quadratic in the draws)" if stride > 1 else "")
     pvalue = float(result.pvalue)
