@@ -12,10 +12,20 @@ Sources of truth (each assertion names its own):
   of the thinned points computed directly.
 """
 
+import json
+import warnings
+
 import numpy as np
 import pytest
 
+import steindiag
+from steindiag import CorrectionWarning
+from steindiag.methods.corrections import SPREAD_RATIO, SPREAD_Z
 from steindiag.stats.stein_moments import curvature_spread, stein_moments
+
+
+def _messages(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, CorrectionWarning)]
 
 
 # -- the weighted spread moment ---------------------------------------------------------
@@ -131,3 +141,80 @@ def test_a_parameter_that_never_moves_gets_nan_and_the_others_their_ratio():
     # A stuck parameter is still caught by the diagonal moment: 0 up to rounding.
     m = stein_moments(x, -x, pooled=True, weights=np.ones((2, 50)))
     assert abs(m.spread[0, 1]) < 1e-12
+
+
+# -- the warnings -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shrunk_draws():
+    # Exact N(0, I_23) draws shrunk towards their mean by 0.8: variance 0.64 of the
+    # target's in every parameter, by construction.
+    return 0.8 * np.random.default_rng(6).standard_normal((4, 250, 23))
+
+
+def test_shrunk_draws_warn_and_name_stein_variational(shrunk_draws):
+    x = shrunk_draws
+    with pytest.warns(CorrectionWarning) as caught:
+        w = steindiag.stein_weights(x, score=-x)
+    text = " ".join(_messages(caught))
+    assert "narrower than the target" in text and "stein_variational" in text
+    assert "of the variance the target's curvature implies" in text
+    # Truth: by construction every parameter has 0.64 of the target's variance. In
+    # d = 23 the optimal weights are nearly uniform (Kish ESS about 960 of 1000,
+    # benchmarks/results/corrections.md), so the weighted ratio stays near 0.64; its
+    # standard error at N = 1000 is about 0.64 sqrt(2 / 1000) = 0.03, so the threshold
+    # 0.75 is about 4 standard errors above it and z = (0.64 - 1) / 0.03 = -12: most
+    # parameters are flagged, each with a miss probability below 1e-4.
+    narrow = json.loads(w.attrs["spread_under_dispersed"])
+    assert len(narrow) >= 15
+    parameters = json.loads(w.attrs["parameters"])
+    ratio = np.asarray(w.attrs["spread_variance_ratio"])
+    assert ratio.shape == (23,)
+    for name in narrow:
+        k = parameters.index(name)
+        assert ratio[k] <= SPREAD_RATIO and w.attrs["spread_variance_ratio_z"][k] <= -SPREAD_Z
+    np.testing.assert_allclose(np.median(w.attrs["spread_variance_ratio_draws"]), 0.64,
+                               atol=0.05)
+    with pytest.warns(CorrectionWarning, match="narrower than the target.*stein_variational"):
+        steindiag.weighted_summary(x, w)
+    with pytest.warns(CorrectionWarning, match="narrower than the target.*stein_variational"):
+        info = steindiag.stein_thin(x, score=-x, n_selected=300, return_info=True)
+    assert json.loads(info.attrs["stein_thinning_spread_under_dispersed"])
+
+
+def test_exact_and_fixable_draws_do_not_warn():
+    rng = np.random.default_rng(7)
+    exact = rng.standard_normal((4, 250, 10))
+    wide = 1.25 * rng.standard_normal((4, 250, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorrectionWarning)
+        w_exact = steindiag.stein_weights(exact, score=-exact)
+        w_wide = steindiag.stein_weights(wide, score=-wide)
+        steindiag.weighted_summary(exact, w_exact)
+        steindiag.stein_thin(wide, score=-wide, n_selected=100)
+    # Truth: exact draws (ratio 1; its standard error at N = 1000 is about
+    # sqrt(2 / 1000) = 0.045, so 0.75 is 5.6 standard errors below: probability below
+    # 1e-8 per parameter), and draws 1.25 times too wide in d = 2, which the weights
+    # bring back (weighted variance ratio 1.00, benchmarks/results/corrections.md: 0 of
+    # 100 runs warned).
+    assert json.loads(w_exact.attrs["spread_under_dispersed"]) == []
+    np.testing.assert_allclose(w_wide.attrs["spread_variance_ratio_draws"], 1.5625, rtol=0.15)
+    np.testing.assert_allclose(w_wide.attrs["spread_variance_ratio"], 1.0, atol=0.1)
+
+
+def test_thinning_that_loses_spread_says_so_without_blaming_the_draws():
+    x = np.random.default_rng(8).standard_normal((4, 250, 23))
+    with pytest.warns(CorrectionWarning) as caught:
+        info = steindiag.stein_thin(x, score=-x, n_selected=100, return_info=True)
+    text = " ".join(_messages(caught))
+    assert "lost spread the draws have" in text and "select more points" in text
+    assert "no reweighting or selection of them can widen them" not in text
+    lost = json.loads(info.attrs["stein_thinning_spread_lost"])
+    assert lost and json.loads(info.attrs["stein_thinning_spread_under_dispersed"]) == []
+    # Truth: the thinned points' own sample variance (the target's is 1 in every
+    # parameter): greedy Stein thinning of 100 points in d = 23 keeps draws near the mode.
+    parameters = json.loads(info.attrs["stein_thinning_parameters"])
+    points = np.asarray(info.thinned)[0]
+    for name in lost:
+        assert points[:, parameters.index(name)].var() < 0.85

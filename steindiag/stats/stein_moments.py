@@ -27,6 +27,7 @@ import numpy as np
 from steindiag.stats.mcse import mcse_mean
 
 __all__ = ["SteinMoments", "stein_moments", "CurvatureSpread", "curvature_spread",
+           "implied_variance",
            "nearly_stuck", "far_off", "chain_shifts", "STUCK_SPREAD", "FAR_SPREAD"]
 
 # A chain whose spread moment is at most this in every parameter barely moves: its spread
@@ -134,8 +135,9 @@ class CurvatureSpread:
     curvature implies, shape (d,) (see :func:`curvature_spread`).
 
     ``ratio`` (1 for draws of p, below 1 for draws narrower than p), ``ratio_se`` (its
-    MCSE), ``draws_variance`` (C_kk) and ``target_variance`` ((M^-1 C)_kk); NaN where
-    the Stein matrix is singular or the implied variance is not positive.
+    MCSE), ``draws_variance`` (the weighted variance) and ``target_variance``
+    ((M^-1 C)_kk, from all the draws); NaN where the Stein matrix is singular or the
+    implied variance is not positive.
     """
 
     ratio: np.ndarray
@@ -150,71 +152,88 @@ class CurvatureSpread:
             return (self.ratio - 1.0) / self.ratio_se
 
 
-def curvature_spread(draws, scores, weights=None):
-    """:class:`CurvatureSpread` of the (chain, draw, d) draws, all chains pooled.
-
-    With w the weights normalised over all draws (equal when None), x~ = x - xbar_w and
-    s~ = s - sbar_w, the Stein matrix M = -sum_i w_i x~_i s~_i^T is the identity for
-    draws of p (Stein's identity with the test functions x_j, for each score s_k), and
-    C = sum_i w_i x~_i x~_i^T is the draws' covariance. For draws of a Gaussian q and
-    any smooth p, Stein's lemma gives M = C Hbar with Hbar = E_q[-grad^2 log p], the
-    target's curvature averaged over the draws, so M^-1 C = Hbar^-1 is the covariance a
-    Gaussian of that curvature has, and
-
-        ratio_k = C_kk / (M^-1 C)_kk
-
-    is 1 for draws of p (M = I), c^2 for draws of p shrunk towards their mean by c
-    around a Gaussian target, and the marginal variance ratio Var_q / Var_p of each
-    parameter for a Gaussian approximation q of a Gaussian p (e.g. mean-field
-    variational draws, whose diagonal M_kk is exactly 1 at the optimum). The ratio is
-    unchanged by a linear change of the other coordinates.
-
-    Standard errors: the influence of draw i on (M^-1 C)_kk is
-    (g_k . x~_i) (x~_i + Sigma^T s~_i)_k with g_k the k-th row of M^-1 and
-    Sigma = M^-1 C, that on C_kk is x~_ik^2 - C_kk; the ratio's influence psi_ik
-    follows by the quotient rule, and its MCSE is that of the mean of n w_i psi_ik in
-    chain order (as in :func:`stein_moments` with weights). Parameters that do not move
-    (variance at rounding level) get NaN and are left out of M for the others. Time
-    O(N d^2), memory O(N d + d^2).
-    """
-    n_chain, n_draw, d = draws.shape
+def implied_variance(draws, scores):
+    """The variance the target's curvature implies, T_k = (M^-1 C)_kk, from the
+    (chain, draw, d) draws with equal weights, and each draw's influence on it: (T (d,),
+    influence (n, d)) with n = chain * draw (see :func:`curvature_spread`). NaN (influence
+    0) for parameters that do not move (variance at most (_ROUNDING eps)^2 times their
+    mean square) or when M is singular. Time O(N d^2), memory O(N d + d^2)."""
+    d = draws.shape[2]
     flat_x, flat_s = draws.reshape(-1, d), scores.reshape(-1, d)
-    weights = np.ones(n_chain * n_draw) if weights is None else np.asarray(weights, float)
-    w = weights.reshape(-1) / weights.sum()
-    nan = np.full(d, np.nan)
+    n = flat_x.shape[0]
     with np.errstate(over="ignore", invalid="ignore"):
-        centred_x = flat_x - w @ flat_x
-        centred_s = flat_s - w @ flat_s
-        weighted_x = centred_x * w[:, None]
-        stein_matrix = -weighted_x.T @ centred_s
-        covariance = weighted_x.T @ centred_x
-    draws_variance = np.diag(covariance).copy()
-    # Parameters that do not move (variance at rounding level): no implied variance; the
-    # others are computed without them (their rows and columns of M are zero).
+        centred_x = flat_x - flat_x.mean(axis=0)
+        centred_s = flat_s - flat_s.mean(axis=0)
+        covariance = centred_x.T @ centred_x / n
+        mean_square = np.mean(flat_x**2, axis=0)
+    target, influence = np.full(d, np.nan), np.zeros((n, d))
+    moving = np.flatnonzero(np.diag(covariance) > (_ROUNDING * np.finfo(np.float64).eps) ** 2
+                            * np.fmax(mean_square, np.finfo(np.float64).tiny))
     with np.errstate(over="ignore", invalid="ignore"):
-        rounding = (_ROUNDING * np.finfo(np.float64).eps) ** 2 * (w @ flat_x**2)
-    moving = np.flatnonzero(draws_variance > rounding)
-    ratio, target_variance, influence = nan.copy(), nan.copy(), np.zeros_like(centred_x)
+        stein_matrix = -(centred_x.T @ centred_s) / n
     if not (np.all(np.isfinite(stein_matrix)) and np.all(np.isfinite(covariance))):
-        moving = moving[:0]
+        return target, influence
     try:
         inverse = np.linalg.inv(stein_matrix[np.ix_(moving, moving)])
     except np.linalg.LinAlgError:
-        moving, inverse = moving[:0], np.zeros((0, 0))
+        return target, influence
     implied = inverse @ covariance[np.ix_(moving, moving)]
-    target_variance[moving] = np.diag(implied)
-    x_moving, s_moving = centred_x[:, moving], centred_s[:, moving]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio[moving] = np.where(target_variance[moving] > 0,
-                                 draws_variance[moving] / target_variance[moving], np.nan)
-        influence_target = (x_moving @ inverse.T) * (x_moving + s_moving @ implied)
-        influence_draws = x_moving**2 - draws_variance[moving]
-        influence[:, moving] = ((influence_draws - ratio[moving] * influence_target)
-                                / target_variance[moving])
-        terms = (w.size * w)[:, None] * influence
-    ratio_se = nan.copy()
+    target[moving] = np.diag(implied)
+    x_moving = centred_x[:, moving]
+    with np.errstate(over="ignore", invalid="ignore"):
+        influence[:, moving] = (x_moving @ inverse.T) * (x_moving + centred_s[:, moving] @ implied)
+    return target, influence
+
+
+def curvature_spread(draws, scores, weights=None, *, implied=None):
+    """:class:`CurvatureSpread` of the (chain, draw, d) draws, all chains pooled.
+
+    With x~ and s~ the draws and scores centred at their means, the Stein matrix
+    M = -mean_i x~_i s~_i^T is the identity for draws of p (Stein's identity with the
+    test functions x_j, for each score s_k), and C = mean_i x~_i x~_i^T is the draws'
+    covariance. For draws of a Gaussian q and any smooth p, Stein's lemma gives
+    M = C Hbar with Hbar = E_q[-grad^2 log p], the target's curvature averaged over the
+    draws, so M^-1 C = Hbar^-1 is the covariance a Gaussian of that curvature has. Its
+    diagonal, T_k = (M^-1 C)_kk, estimated once from all the draws with equal weights,
+    is the variance the target's curvature implies, and
+
+        ratio_k = V_k / T_k,    V_k = sum_i w_i (x_ik - xbar_w,k)^2,
+
+    compares with it the variance of the draws weighted by ``weights`` (normalised over
+    all draws; None: equal weights, V = C_kk): 1 for draws of p, c^2 for draws of a
+    Gaussian target shrunk towards their mean by c, and the marginal variance ratio
+    Var_q / Var_p for a Gaussian approximation q of a Gaussian p (mean-field variational
+    draws, whose diagonal M_kk is exactly 1 at the optimum, included). For a Gaussian
+    target T is its variance exactly, whatever the draws. Estimating T from all the draws
+    rather than from the weighted or selected ones keeps it from the distortions of a
+    selection (Stein thinning picks points whose Stein matrix is no longer C Hbar).
+
+    Standard errors: the influence of draw i on T_k is (g_k . x~_i) (x~_i + S^T s~_i)_k
+    with g_k the k-th row of M^-1 and S = M^-1 C; that on V_k is
+    n w_i ((x_ik - xbar_w,k)^2 - V_k); the ratio's influence follows by the quotient
+    rule, and its MCSE is that of the mean of the influences in chain order (ArviZ's MCSE,
+    as in :func:`stein_moments`). Parameters that do not move (variance at rounding
+    level) get NaN and are left out of M for the others. ``implied``: the result of
+    :func:`implied_variance` for these draws, if already computed (it does not depend on
+    the weights). Time O(N d^2), memory O(N d + d^2).
+    """
+    n_chain, n_draw, d = draws.shape
+    n = n_chain * n_draw
+    flat_x = draws.reshape(-1, d)
+    weights = np.ones(n) if weights is None else np.asarray(weights, float).reshape(-1)
+    w = weights / weights.sum()
+    with np.errstate(over="ignore", invalid="ignore"):
+        weighted_centred = flat_x - w @ flat_x
+        draws_variance = w @ weighted_centred**2
+    target_variance, influence_target = (implied_variance(draws, scores) if implied is None
+                                         else implied)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.where(target_variance > 0, draws_variance / target_variance, np.nan)
+        influence_draws = (n * w)[:, None] * (weighted_centred**2 - draws_variance)
+        terms = (influence_draws - ratio * influence_target) / target_variance
+    ratio_se = np.full(d, np.nan)
     if n_draw >= 4:
-        ratio_se = mcse_mean(terms.reshape(n_chain, n_draw, d))
+        ratio_se = mcse_mean(np.where(np.isfinite(terms), terms, 0.0).reshape(n_chain, n_draw, d))
     return CurvatureSpread(ratio=ratio, ratio_se=np.where(np.isfinite(ratio), ratio_se, np.nan),
                            draws_variance=draws_variance, target_variance=target_variance)
 
