@@ -1,5 +1,7 @@
 # Two commands on a fresh machine:
-#   make example   -> creates .venv, installs steindiag with PyMC and plotting, runs the quickstart
+#   make example   -> creates .venv, installs steindiag with PyMC and plotting (the `example`
+#                     extra: no test tools), runs the quickstart (prints the verdict, saves the
+#                     trace and the diagnosis to netCDF, draws the figures)
 #   make test      -> creates .venv, installs the test extras, checks the import layers
 #                     (.importlinter) and runs the test suite
 # PYTHON selects the interpreter (e.g. `PYENV_VERSION=3.12.1 make test PYTHON=python VENV=.venv312`).
@@ -14,20 +16,24 @@ PY := $(VENV)/bin/python
 
 .PHONY: example test bench docs clean
 
-$(VENV)/.installed: pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+
+# One marker per set of extras: `make example` then `make test` in the same venv installs
+# what the tests need on top of what the example installed.
+$(VENV)/.installed-%: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[$*]"
 	touch $@
 
-example: $(VENV)/.installed
+example: $(VENV)/.installed-example
 	$(PY) examples/quickstart.py
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-$(EXTRAS)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-$(EXTRAS)
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/bench_engine.py
 	$(PY) benchmarks/bench_chains.py
@@ -36,7 +42,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_test.py
 	$(PY) benchmarks/bench_svgd.py
 
-docs: $(VENV)/.installed
+docs: $(VENV)/.installed-$(EXTRAS)
 	$(PY) -m pip install --quiet -e ".[docs]"
 	PYTHON=$(PY) docs/build.sh
 

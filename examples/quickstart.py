@@ -1,18 +1,22 @@
-"""Quickstart: sample a PyMC model, get a verdict, measure KSD, plot the running curve.
+"""Quickstart: sample a PyMC model, get a verdict, save it, plot it, measure KSD.
 
 The eight-schools model (non-centred), 4 chains x 1000 draws with NUTS, then
 
     steindiag.diagnose(idata, model)    # "fits" / "does not fit" / "inconclusive", and why
+    plot_diagnosis(diagnosis)           # the verdict per chain with its evidence
     steindiag.ksd(idata, model)         # KSD of each chain and pooled, with the i.i.d. floor
     steindiag.ksd_path(idata, model)    # the same as the draws accumulate
     plot_ksd(path)                      # running KSD against n, log-log
+
+The trace and the diagnosis are saved to netCDF (examples/output/eight_schools_trace.nc and
+eight_schools_diagnosis.nc; examples/plots_gallery.py reads them back).
 
 Scores come from the model in the sampler's unconstrained space (here mu, tau_log__ and
 theta_z), Jacobian included. Works with PyMC 5 / ArviZ 0.x (InferenceData, a matplotlib
 figure) and PyMC 6 / ArviZ 1.x (DataTree, an arviz-plots PlotCollection).
 
-Run:  python examples/quickstart.py    (or `make example`; about 15 s on 2 cores)
-Writes examples/output/quickstart.png.
+Run:  python examples/quickstart.py    (or `make example`)
+Writes examples/output/quickstart.png, quickstart_diagnosis.png and the two .nc files.
 """
 
 import json
@@ -26,7 +30,7 @@ import numpy as np  # noqa: E402
 import pymc as pm  # noqa: E402
 
 import steindiag  # noqa: E402
-from steindiag.plots import plot_ksd  # noqa: E402
+from steindiag.plots import plot_diagnosis, plot_ksd  # noqa: E402
 
 OUTPUT = Path(__file__).resolve().parent / "output"
 
@@ -63,23 +67,33 @@ def print_table(res):
           "\nthe floor, slope -1/2.")
 
 
+def save_figure(figure, name):
+    """Save a PlotCollection (ArviZ 1.x) or a matplotlib Figure (ArviZ 0.x)."""
+    figure.savefig(OUTPUT / name, dpi=110)
+    print(f"figure: examples/output/{name}")
+
+
 def main():
+    OUTPUT.mkdir(exist_ok=True)
     model = eight_schools()
     with model:
         idata = pm.sample(draws=1000, tune=1000, chains=4, target_accept=0.95,
                           random_seed=20240501, progressbar=False)
+    # InferenceData (PyMC 5) or DataTree (PyMC 6): both write netCDF with h5netcdf.
+    idata.to_netcdf(OUTPUT / "eight_schools_trace.nc")
 
-    print(steindiag.diagnose(idata, model, rng=20240501))   # the verdict, its evidence, next step
-    print()
+    diagnosis = steindiag.diagnose(idata, model, rng=20240501)
+    print(diagnosis)                    # the verdict, its evidence, what to do next
+    diagnosis.to_netcdf(OUTPUT / "eight_schools_diagnosis.nc")
+    save_figure(plot_diagnosis(diagnosis), "quickstart_diagnosis.png")
+    print("saved: examples/output/eight_schools_trace.nc, eight_schools_diagnosis.nc\n")
 
     res = steindiag.ksd(idata, model)
     print_table(res)
 
     path = steindiag.ksd_path(idata, model, n_points=40)
-    figure = plot_ksd(path)      # PlotCollection with ArviZ 1.x, matplotlib Figure with 0.x
-    OUTPUT.mkdir(exist_ok=True)
-    figure.savefig(OUTPUT / "quickstart.png", dpi=110)
-    print("\nfigure: examples/output/quickstart.png")
+    print()
+    save_figure(plot_ksd(path), "quickstart.png")   # PlotCollection (1.x) or Figure (0.x)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ from steindiag._diagnose import Diagnosis, diagnose
 from steindiag.estimation import MinKSDFit, min_ksd_fit
 from steindiag.scores import add_scores
 from steindiag.control_variates import control_variates
-from steindiag.plots import plot_ksd, plot_ksd_chains, plot_mmd, plot_stein_kernel
+from steindiag.plots import (plot_control_variates, plot_diagnosis, plot_ksd, plot_ksd_chains,
+                             plot_mmd, plot_stein_kernel, plot_weights)
 from steindiag.thinning import SteinThinning, stein_thin
 from steindiag.variational import SteinVariational, stein_variational
 from steindiag.weights import SteinWeightsError, stein_weights, weighted_summary
@@ -73,6 +74,9 @@ __all__ = [
     "plot_ksd_chains",
     "plot_stein_kernel",
     "plot_mmd",
+    "plot_diagnosis",
+    "plot_control_variates",
+    "plot_weights",
     "stein_weights",
     "weighted_summary",
     "control_variates",

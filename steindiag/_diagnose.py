@@ -17,7 +17,7 @@ from steindiag.engine.dask import resolve_backend
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
-from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
+from steindiag.kernels.preconditioner import check_preconditioner
 from steindiag.methods import evidence as pieces
 from steindiag.methods.corrections import MODE_SEARCH_OPTIONS, MODE_SEARCH_TAKES
 from steindiag.methods.search import NO_LOG_DENSITY, SearchError
@@ -115,7 +115,18 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
         :func:`ksd`; ``pvalue``, ``pvalue_reliable``, ``effective_draws`` (chain) and
         their ``_pooled`` () counterparts: the KSD goodness-of-fit test;
         ``agreement_pvalue`` and ``agreement_reliable`` (): the MMD test that all chains
-        agree (NaN for one chain); ``stuck`` (chain): every draw the same point;
+        agree (NaN for one chain), and ``agreement_min_pvalue`` (), the smallest p-value
+        it can attain; ``stuck`` (chain): the chain barely moves (or never moved);
+        ``statistic`` (chain; ``_pooled`` ()) names the statistic of the KSD test family
+        behind each verdict, ``statistic_ksd``, ``statistic_floor`` and
+        ``statistic_pvalue`` its value (on the KSD scale), its floor and its own p-value.
+        Where the evidence points, with a ``parameter`` dimension: ``chain_shift`` (chain,
+        parameter), each chain's mean against the other chains' in standard errors;
+        ``score_location_z``, ``score_spread`` and ``score_spread_z`` (chain, parameter;
+        ``_pooled`` (parameter)), the Stein moments (mean score, 0 for draws of p;
+        -mean((x - mean x) s), 1 for draws of p) and their distance from those values in
+        standard errors. ``reason_code`` (chain; ``_pooled`` ()): what decided, one of
+        ``steindiag.stats.verdict.REASONS``.
         ``divergences`` (chain), when the trace has sampler statistics;
         ``missing_mass_found`` and ``missing_mass_pvalue`` (), when the search ran (its
         method and summary in ``attrs``).
@@ -175,8 +186,22 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     effective draws, kappa(d) / sqrt(ESS) (kappa from 4.0 at d = 1 to 8.4 at d = 50,
     measured on Gaussian targets by benchmarks/bench_power_shift.py).
 
-    "does not fit" when a chain never moved or a test rejects with a p-value that can be
-    trusted; "inconclusive" when a p-value that would decide cannot be trusted (fewer
+    Before any test, the Stein moments of each chain (see the Background page, "Where
+    the evidence points") find chains that cannot be draws of p whatever a test says: a
+    chain whose spread moment is at most 0.01 in every parameter barely moves (its spread
+    is a tenth of the scale the target's curvature sets where it sits, or less), and one
+    whose spread moment reaches 100 in some parameter spreads ten times wider than p
+    allows there (prior draws). Both are "does not fit" by name, and the tests run on the
+    other chains. When the test of agreement rejects, each chain's mean is compared with
+    the other chains' in standard errors, parameter by parameter (Bonferroni over the
+    cells): a chain that differs is "does not fit", and the report names it and its
+    parameters; when a KSD test rejects, the report names the parameters whose Stein
+    moments are off. A test whose smallest attainable p-value (for the permutation test,
+    max(1 / (1 + P), 1 / M) with M distinct arrangements of the blocks) exceeds the level
+    decides nothing: its verdict is never "fits".
+
+    "does not fit" when a chain barely moves or spreads far wider than p, or a test
+    rejects with a p-value that can be trusted; "inconclusive" when a p-value that would decide cannot be trusted (fewer
     than 20 blocks in a chain, or fewer than 3 blocks per chain or 20 in all for the
     test of agreement; the report says about how many draws would decide), or when
     the sampler reported divergent transitions and no test rejected (divergences mark
@@ -232,7 +257,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
                          space=space, compile_mode=compile_mode, log_density=log_density)
     n_chain, n_draw, d = pending.draws.shape
-    pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
+    pre = pieces.draws_preconditioner(preconditioner, pending.draws, pending.parameter)
     search_possible = mode_search is not False and pending.source.has_log_density()
     if mode_search is True and not search_possible:
         raise ValueError(f"diagnose: mode_search=True needs log p at new points; "
@@ -266,7 +291,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     verdicts = rules.chain_verdicts(evidence, level, conditional=gathered.search is None)
     attrs = diagnosis_attrs(
         alpha=alpha, n_tests=n_tests, level=level, evidence=evidence, d=d, gathered=gathered,
-        kernel=kernel, n_bootstrap=n_bootstrap, prepared=prepared, ensemble=pending.ensemble,
+        kernel=kernel, pre=pre, n_bootstrap=n_bootstrap, prepared=prepared, ensemble=pending.ensemble,
         notes={"estimator_note": estimator_note})
     return diagnosis_dataset(
         verdicts=verdicts, evidence=evidence, pooled=rules.pooled_verdict(evidence, level),

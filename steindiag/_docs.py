@@ -100,7 +100,8 @@ PARAMETERS = {
     "progress": """\
     progress : bool or None, default None
         Progress bar on stderr (tqdm if installed). None: only when interactive and the
-        pass is expected to take more than a few seconds. Ctrl-C stops the pass between
+        pass is expected to take more than a few seconds (otherwise a long pass is
+        reported to the "steindiag" logger at INFO level). Ctrl-C stops the pass between
         chunks of about 0.25 s; no thread is left running.""",
     "space": """\
     space : {"unconstrained", "constrained"}, optional

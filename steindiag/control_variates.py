@@ -17,7 +17,7 @@ from steindiag._validate import check_choice, check_int, warn_user
 from steindiag.inputs import as_trace, derived_score, read_input
 from steindiag.inputs._columns import read_rows
 from steindiag.methods.cv_estimate import METHODS, estimate
-from steindiag.outputs.control_variates import NOT_FITTING_MESSAGE, cv_dataset
+from steindiag.outputs.control_variates import NOT_FITTING_MESSAGE, cv_dataset, premise_message
 
 __all__ = ["control_variates"]
 
@@ -79,9 +79,11 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         Extra quantities, ``{name: f}``: a callable given the trace's ``group`` as an
         ``xarray.Dataset`` (aligned on the draws, every variable in its own space), or
         for an array ``data`` the draws (chain, draw, d), returning one value per draw
-        (chain, draw); or the per-draw values as a DataArray with dims (chain, draw) or
-        an array of that shape. A single callable or DataArray is named by its
-        ``__name__`` / ``name``. E.g. ``{"P(tau < 1)": lambda post: post["tau"] < 1}``.
+        (chain, draw); or the per-draw values as a DataArray with dims (chain, draw),
+        matched to the draws by its chain and draw coordinates (refused when it does not
+        hold the draws read), or an array of that shape. A single callable or DataArray
+        is named by its ``__name__`` / ``name``. E.g.
+        ``{"P(tau < 1)": lambda post: post["tau"] < 1}``.
     method : {"auto", "polynomial1", "polynomial2", "regularised", "kernel"}, default "auto"
         ``"polynomial1"``: control variates a . s(x) (d coefficients).
         ``"polynomial2"``: tr(B) + (a + B x) . s(x), B symmetric (d(d+3)/2).
@@ -93,7 +95,9 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         matrices, about 24 N^2 bytes (N = 3000: 0.2 GB), refused above
         ``max_kernel_draws``.
         ``"auto"``: the candidate with the smallest cross-validated error (held-out
-        squared error relative to each quantity's variance, averaged in log scale);
+        squared error relative to each quantity's variance, averaged in log scale),
+        among those that can fit (least squares only with more training draws per fold
+        than coefficients);
         ``attrs["method"]`` says which (the kernel is a candidate up to 1000 draws,
         ``"polynomial2"`` when it is well determined).
     var_names, coords : optional
@@ -127,9 +131,17 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         names. Variables (label): ``mean``, ``sd``, ``mcse_mean`` (plain, as ArviZ
         computes them); ``mean_cv``, ``sd_cv``, ``mcse_mean_cv`` (control variates);
         ``variance_reduction`` = mcse_mean^2 / mcse_mean_cv^2; ``cv_applied`` (bool):
-        False where the control variate did not lower the MCSE (or ``diagnosis`` says
-        the draws do not fit), and the ``_cv`` columns then repeat the plain ones.
-        ``.to_dataframe()`` gives the table. ``attrs``: ``method`` (the one used),
+        False where the control variate did not lower the MCSE, everywhere when the
+        premise checks fail or ``diagnosis`` says the draws do not fit, and the ``_cv``
+        columns then repeat the plain ones; ``cv_status`` says which ("applied", "no
+        gain", "premise failed", "diagnosis: does not fit"); ``shift_z``: the fitted
+        shift mean_cv - mean over the MCSE of the cross-fitted control variate (a
+        premise check; NaN where not tested), ``shift_in_mcse``: the same shift over
+        the plain ``mcse_mean``. ``.to_dataframe()`` gives the table. ``attrs``:
+        ``premise_check`` ("passed" or "failed"), ``premise_failed`` (the failed tests
+        with their z and threshold), ``premise_rule``, ``premise_level``,
+        ``premise_n_tests``, ``premise_worst_ratio`` (largest |z| / threshold),
+        ``stein_check_worst`` and ``stein_check_max_abs_z``; ``method`` (the one used),
         ``method_requested``, ``basis``, ``n_coefficients``, ``transform_terms`` (the
         rows with a design of their own), ``n_folds``, ``fold_rule``, for ``"auto"``
         ``auto_candidates`` and ``auto_cv_scores``, sizes, the space and score source of
@@ -157,6 +169,19 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     in order while their designs hold at most ``max_coefficients`` columns in all. Other
     transforms get no columns of their own. Background: the documentation's background
     page, "Control variates".
+
+    Premise checks: the control variates are only as good as the identity they rest
+    on; with a score that does not belong to the draws (a missing log-Jacobian, a wrong
+    model) or draws that do not come from p (a variational approximation), the
+    regression returns the score's answer with a tiny error bar. Two kinds of zero-mean
+    quantities are tested, each by z = mean / MCSE: the identity on the draws for g =
+    e_j, y_j e_j and y_j^2 e_j (columns s_j, 1 + y_j s_j, 2 y_j + y_j^2 s_j, y = x -
+    mean), and each applied row's shift mean_cv - mean = -mean(psi), psi the
+    cross-fitted control variate (mean zero on each held-out fold). Bonferroni over
+    the 3d + rows tests at family-wise level 0.001, with a Cornish-Fisher allowance for
+    the skewness of a mean of few draws; when any fails, a warning names the tests and
+    every row reports the plain estimate. False-alarm rates and power are measured in
+    ``benchmarks/results/control_variates.md``.
 
     Error bars: the coefficients applied to a draw are fitted on the other folds
     (cross-fitting), h_i = f_i - c_(-k(i)) . psi_i, and ``mcse_mean_cv`` is ArviZ's
@@ -193,8 +218,8 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     >>> res = steindiag.control_variates(x, score=-(x - 2.0), method="polynomial1")
     >>> [round(float(v), 8) for v in res["mean_cv"]]  # exact for a linear f
     [2.0, 2.0, 2.0]
-    >>> bool((res["variance_reduction"] > 1e6).all())
-    True
+    >>> bool((res["variance_reduction"] > 1e6).all()), res.attrs["premise_check"]
+    (True, 'passed')
     """
     functions, verdict = _control_variates_iv(method, functions, n_folds, diagnosis,
                                               max_kernel_draws, max_coefficients)
@@ -217,4 +242,6 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
                       trusted=verdict != "does not fit")
     if verdict == "does not fit":
         warn_user(NOT_FITTING_MESSAGE)
+    elif premise_message(result):
+        warn_user(premise_message(result))
     return cv_dataset(result, labels, prepared, verdict)

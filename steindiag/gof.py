@@ -23,6 +23,11 @@ __all__ = ["ksd_test"]
 def _ksd_test_iv(bootstrap, n_bootstrap, rng, pooled, damped, estimator):
     check_choice(bootstrap, "bootstrap", BOOTSTRAPS)
     n_bootstrap = check_int(n_bootstrap, "n_bootstrap", minimum=1)
+    if 1.0 / (1 + n_bootstrap) > 0.05:
+        warn_user(f"ksd_test: n_bootstrap={n_bootstrap} gives p-values no smaller than "
+                  f"1 / (1 + {n_bootstrap}) = {1.0 / (1 + n_bootstrap):.2g}, so the test "
+                  "cannot reject at the 5 % level; use n_bootstrap >= 19 (the default, "
+                  "1000, resolves p-values to 0.001).")
     pooled, damped = check_bool(pooled, "pooled"), check_bool(damped, "damped")
     if damped and (bootstrap not in ("thinned", "iid", "auto") or estimator != "exact"):
         raise ValueError("damped=True needs bootstrap='thinned' or 'iid' and "
@@ -65,9 +70,11 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         twice the nominal one in the tail (benchmarks/results/calibration.md).
         ``"iid"``: independent Rademacher signs (a = 1/2), for independent draws. ``"multinomial"``: centred multinomial counts c_i - 1 (the weights of
         Liu, Lee & Jordan 2016, applied here to the V-statistic), for independent draws. ``"auto"``: ``"iid"`` for a
-        2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise.
+        2-D array (draw, d), which has no chain dimension, ``"wild"`` otherwise
+        (``"thinned"`` with ``damped=True``: the wild bootstrap has no damped statistic).
     n_bootstrap : int, default 1000
-        Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B).
+        Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B); below 19
+        (where it exceeds 0.05) a warning says so.
     {log_density_jax}
     rng : int, numpy.random.Generator or None
         Source of the bootstrap weights and of the Nyström landmarks
@@ -223,7 +230,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     pre = make_preconditioner(preconditioner, pending.draws.reshape(-1, d), pending.parameter)
     prepared = pending.with_scores()
     plan = plan_test(prepared, bootstrap, has_chains=pending.has_chains, estimator=estimator,
-                     rng=rng)
+                     rng=rng, damped=damped)
     message = unreliable_message(plan, prepared.chain, n_draw)
     if message:
         warn_user(message)

@@ -16,7 +16,7 @@ import pytest
 pm = pytest.importorskip("pymc")
 
 import steindiag  # noqa: E402
-from steindiag.inputs import _pymc  # noqa: E402
+from steindiag.inputs import _pymc, _pymc_graphs, _pymc_values  # noqa: E402
 
 # PyMC's own functions (pm.sample, the compile_dlogp used as truth) run on the Python
 # linker: no C/Numba compilation on a cold machine.
@@ -182,13 +182,13 @@ def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
     monkeypatch.setattr(_pymc, "_PER_DRAW_FLOOR_SECONDS", 0.0)
     mode = "FAST_COMPILE"
     key = _pymc.strategy_key(layout, mode, with_log_density=False)  # model_scores' key
-    _pymc._COMPILED.get(lkj_model, {}).pop(key, None)
+    _pymc_graphs.COMPILED.get(lkj_model, {}).pop(key, None)
     try:
         _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch)
     finally:
         # The choice is remembered per model and mode: left in place it would steer the
         # module's later "auto" passes (the `scored` fixture's 80 draws must be batched).
-        _pymc._COMPILED.get(lkj_model, {}).pop(key, None)
+        _pymc_graphs.COMPILED.get(lkj_model, {}).pop(key, None)
 
 
 def _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch):
@@ -286,9 +286,10 @@ def no_model_evaluation(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the model was evaluated although the trace stores its scores")
 
-    for name in ("model_scores", "model_log_density", "_build_score_function",
-                 "_build_per_draw_function", "_build_forward_function"):
-        monkeypatch.setattr(_pymc, name, fail)
+    for module, name in ((_pymc, "model_scores"), (_pymc, "model_log_density"),
+                         (_pymc, "build_score_function"), (_pymc, "build_per_draw_function"),
+                         (_pymc_values, "_build_forward_function")):
+        monkeypatch.setattr(module, name, fail)
 
 
 def _group(trace, name):

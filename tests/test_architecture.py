@@ -62,7 +62,7 @@ def test_diagnose_reads_its_input_once(monkeypatch):
     import steindiag.methods.evidence as evidence
 
     calls = {"read": 0, "preconditioner": []}
-    read, make = module.read_input, module.make_preconditioner
+    read, make = module.read_input, evidence.make_preconditioner
 
     def counted_read(*args, **kwargs):
         calls["read"] += 1
@@ -73,7 +73,6 @@ def test_diagnose_reads_its_input_once(monkeypatch):
         return make(kind, *args, **kwargs)
 
     monkeypatch.setattr(module, "read_input", counted_read)
-    monkeypatch.setattr(module, "make_preconditioner", counted_make)
     monkeypatch.setattr(evidence, "make_preconditioner", counted_make)
     x = np.random.default_rng(3).standard_normal((3, 300, 2))
     steindiag.diagnose(x, score=-x, log_density=lambda z: -0.5 * (z * z).sum(axis=1), rng=1)

@@ -52,6 +52,23 @@ def test_draws_and_scores_at_1e200_are_refused():
         steindiag.diagnose(big, score=-big, rng=0)
 
 
+def test_a_valid_target_at_any_scale_is_not_refused():
+    # Issue 35: N(0, 1e-300) draws with their exact score (1e-150 x and -1e150 x) were
+    # refused ("about 1e151 overflows": the check floored the spread at 1). Truth: KSD
+    # with the default preconditioner is invariant under a change of units, x -> a x,
+    # s -> s / a (the preconditioner divides x by its spread and multiplies s by it), so
+    # the KSD is that of the unit-scale draws, to rounding.
+    tiny = 1e-150 * X
+    got = steindiag.ksd(tiny, score=-tiny * 1e300)["ksd_pooled"].item()
+    np.testing.assert_allclose(got, steindiag.ksd(X, score=-X)["ksd_pooled"].item(),
+                               rtol=1e-10)
+    # Without the rescaling (Lambda = I), the kernel would multiply scores of 1e150: the
+    # product it guards, about 1e300, is refused, naming the parameter and what to change.
+    with pytest.raises(ValueError, match=r"score: .*Stein kernel's coordinates for 'x\[.\]'"
+                                         r".*preconditioner='standardize'"):
+        steindiag.ksd(tiny, score=-tiny * 1e300, preconditioner="identity")
+
+
 def test_coords_that_select_no_draw_are_refused():
     posterior = xr.Dataset({"mu": (("chain", "draw"), X[..., 0])})
     # was: "cannot reshape array of size 0 into shape (4,0,newaxis)"

@@ -387,3 +387,151 @@ def test_only_the_constrained_row_sees_its_own_columns():
     # truth: sd(x) = 1; with y = x - m the column 1 + y s_x = 1 - x^2 + m x, so (x - c)^2 is
     # in span{1, s_x, 1 + y s_x} for any c
     assert abs(res["sd_cv"].sel(label="x").item() - 1.0) < 1e-8
+
+
+# -- premise checks: draws and score that do not belong together (issue 35) --------------------
+
+_MISMATCH = "do not belong together"
+
+
+def _exact_normal(seed, shape=(4, 500, 2)):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+@pytest.mark.parametrize("score_of", [
+    lambda x: -(x - 3.0),      # the score of N(3, 1): regression would return 3 +- 1e-15
+    lambda x: -x - 1.0,        # a log-Jacobian term missing: would return -1 +- 2e-16
+    lambda x: x,               # the wrong sign: would return 0 +- 5e-17 (no density at all)
+], ids=["score of N(3, 1)", "score -x - 1", "score +x"])
+def test_mismatched_score_warns_and_reports_the_plain_estimate(score_of):
+    x = _exact_normal(30)
+    with pytest.warns(UserWarning, match=_MISMATCH):
+        res = steindiag.control_variates(x, score=score_of(x))
+    # truth: the draws' own mean and ArviZ's MCSE of it (mcse_mean, checked against ArviZ
+    # above), not the score's answer
+    np.testing.assert_array_equal(res["mean_cv"].values, x.mean(axis=(0, 1)))
+    np.testing.assert_array_equal(res["mcse_mean_cv"].values, mcse_mean(x))
+    assert not res["cv_applied"].any()
+    assert set(res["cv_status"].values) == {"premise failed"}
+    assert res.attrs["premise_check"] == "failed"
+    assert res.attrs["premise_worst_ratio"] > 5
+    # the draws are N(0, 1): the plain estimate is within 4 of its standard errors of 0
+    assert np.all(np.abs(res["mean_cv"].values) < 4 * res["mcse_mean_cv"].values)
+
+
+def test_shift_statistic_is_the_fitted_shift_over_its_mcse():
+    # The score of N(3, 1) for N(0, 1) draws: first order fits x = 3 - s exactly, so the
+    # fitted control variate is psi = x - 3 and the shift is 3 - mean(x); its MCSE is
+    # ArviZ's MCSE of psi, the same as that of x (truth: mcse_mean of the draws).
+    x = _exact_normal(31)
+    with pytest.warns(UserWarning, match=_MISMATCH):
+        res = steindiag.control_variates(x, score=-(x - 3.0), method="polynomial1")
+    expected = (3.0 - x.mean(axis=(0, 1))) / mcse_mean(x)
+    np.testing.assert_allclose(res["shift_z"].values, expected, rtol=1e-9)
+    np.testing.assert_allclose(res["shift_in_mcse"].values, expected, rtol=1e-9)
+    assert "shift of x[0]" in str(res.attrs["premise_failed"])
+
+
+def test_poisson_draws_scored_as_a_gaussian_warn():
+    rng = np.random.default_rng(32)
+    y = rng.poisson(3.0, (4, 500, 2)).astype(float)
+    for score in (-y, -(y - 3.0) / 3.0):      # N(0, 1), and N(3, 3): same mean and variance
+        with pytest.warns(UserWarning, match=_MISMATCH):
+            res = steindiag.control_variates(y, score=score)
+        # truth: the draws' own mean
+        np.testing.assert_array_equal(res["mean_cv"].values, y.mean(axis=(0, 1)))
+
+
+def test_shrunk_draws_warn_and_fall_back_with_functions():
+    # Draws of N(mu, Sigma) shrunk 0.8 towards their mean (as a mean-field approximation
+    # that is too narrow) with the right score: the identity fails in the second moments.
+    rng = np.random.default_rng(33)
+    mu, sigma = _gaussian(rng, 3)
+    x = rng.multivariate_normal(mu, sigma, size=(4, 500))
+    shrunk = x.mean(axis=(0, 1)) + 0.8 * (x - x.mean(axis=(0, 1)))
+    functions = {"P(x0 < mu0)": lambda draws: draws[..., 0] < mu[0]}
+    with pytest.warns(UserWarning, match=r"1 \+ y s\["):
+        res = steindiag.control_variates(shrunk, score=_score(shrunk, mu, sigma),
+                                         functions=functions)
+    # truth: the plain averages of the shrunk draws (the checks claim nothing more)
+    np.testing.assert_array_equal(res["mean_cv"].values[:3], shrunk.mean(axis=(0, 1)))
+    assert res["mean_cv"].sel(label="P(x0 < mu0)").item() == np.mean(shrunk[..., 0] < mu[0])
+    assert not res["cv_applied"].any()
+
+
+def test_pymc_trace_shrunk_towards_its_mean_warns(eight_schools):
+    model, trace = eight_schools
+    posterior = trace.posterior
+    shrunk = posterior.mean(("chain", "draw")) + 0.8 * (posterior
+                                                         - posterior.mean(("chain", "draw")))
+    # theta is a deterministic of mu, tau and theta_tilde: shrink the free variables only
+    shrunk["theta"] = shrunk["mu"] + shrunk["tau"] * shrunk["theta_tilde"]
+    functions = {"P(tau < 0.25)": lambda post: post["tau"] < 0.25}
+    with pytest.warns(UserWarning, match=_MISMATCH):
+        res = steindiag.control_variates(shrunk, model, functions=functions)
+    assert not res["cv_applied"].any()
+    # truth: the plain fraction of shrunk draws with tau < 0.25
+    assert res["mean_cv"].sel(label="P(tau < 0.25)").item() == pytest.approx(
+        float((shrunk["tau"] < 0.25).mean()))
+
+
+def test_premise_checks_rarely_fire_on_exact_draws():
+    # 60 runs of exact N(mu, Sigma) draws (AR(1) chains, 4 x 500, d = 3): the checks'
+    # family-wise level is 0.001 by Bonferroni; even at 5 times that rate (the skewness of
+    # small samples; measured rates in benchmarks/results/control_variates.md), 3 or more
+    # false alarms in 60 runs have probability below 0.004 (binomial(60, 0.005)).
+    rng = np.random.default_rng(34)
+    alarms = 0
+    for _ in range(60):
+        mu, sigma = _gaussian(rng, 3)
+        x = _ar1_chains(rng, mu, sigma, 4, 500, 0.3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = steindiag.control_variates(x, score=_score(x, mu, sigma), method="polynomial2",
+                                             functions={"e": lambda d: np.exp(d[..., 0] / 4)})
+        alarms += res.attrs["premise_check"] == "failed"
+    assert alarms <= 2, alarms
+
+
+def test_diagnosis_warning_is_the_only_one():
+    x = _exact_normal(35)
+    diagnosis = xr.Dataset({"verdict_pooled": ((), "does not fit")})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = steindiag.control_variates(x, score=-(x - 3.0), diagnosis=diagnosis)
+    assert [str(w.message) for w in caught if _MISMATCH in str(w.message)] == []
+    assert set(res["cv_status"].values) == {"diagnosis: does not fit"}
+
+
+# -- "auto" with few draws per fold, functions aligned by coordinates (issue 35) -----------------
+
+
+def test_auto_never_chooses_a_method_that_cannot_fit():
+    rng = np.random.default_rng(36)
+    x = rng.standard_normal((4, 40, 200))       # 120 training draws per fold, d = 200
+    res = steindiag.control_variates(x, score=-x)
+    assert "polynomial1" not in res.attrs["auto_candidates"]
+    assert res.attrs["method"] in ("regularised", "kernel")
+    # truth: E[x_j] = 0; the means are within 5 of their (cross-fitted) MCSEs of it
+    assert np.all(np.abs(res["mean_cv"].values) < 5 * res["mcse_mean_cv"].values + 1e-12)
+    # asked for by name, it is refused, and the message names only methods that can fit
+    with pytest.raises(ValueError, match=r"Use method='regularised' \(or more draws\)"):
+        steindiag.control_variates(x, score=-x, method="polynomial1")
+
+
+def test_function_data_array_is_aligned_by_its_coordinates():
+    rng = np.random.default_rng(37)
+    values = rng.standard_normal((2, 1000))
+    posterior = xr.Dataset({"x": (("chain", "draw"), values)},
+                           coords={"chain": [0, 1], "draw": np.arange(1000)})
+    late = xr.DataArray(values[:, 500:] ** 2 + 5.0, dims=("chain", "draw"),
+                        coords={"chain": [0, 1], "draw": np.arange(500, 1000)})
+    with pytest.raises(ValueError, match=r"functions\['f'\] does not cover the draw"):
+        steindiag.control_variates(posterior, score=-posterior["x"], space="unconstrained",
+                                   coords={"draw": slice(0, 499)}, functions={"f": late})
+    whole = xr.DataArray(values ** 2, dims=("chain", "draw"),
+                         coords={"chain": [0, 1], "draw": np.arange(1000)})
+    res = steindiag.control_variates(posterior, score=-posterior["x"], space="unconstrained",
+                                     coords={"draw": slice(0, 499)}, functions={"f": whole})
+    # truth: the plain mean of f over the selected draws 0-499, by NumPy
+    assert res["mean"].sel(label="f").item() == pytest.approx(np.mean(values[:, :500] ** 2))

@@ -542,3 +542,33 @@ def test_thinned_statistic_matches_reference_over_the_offsets_read():
                    / flat.shape[0] / read)
     np.testing.assert_allclose(res["statistic"].values, per_chain, rtol=1e-10)
     np.testing.assert_allclose(float(res["statistic_pooled"]), pooled, rtol=1e-10)
+
+
+def test_damped_with_auto_bootstrap_runs_the_thinned_test():
+    # Issue 35: damped=True with the default bootstrap="auto" crashed, and then was
+    # silently ignored (the wild bootstrap has no damped statistic). Truth: the documented
+    # rule, "auto" resolves to "thinned" for chains when damped=True, and the result holds
+    # the same numbers as asking for bootstrap="thinned" (same signs from the same rng).
+    x = np.random.default_rng(3).standard_normal((3, 200, 2))
+    auto = steindiag.ksd_test(x, score=-x, rng=0, damped=True, n_bootstrap=99)
+    thinned = steindiag.ksd_test(x, score=-x, rng=0, damped=True, n_bootstrap=99,
+                                 bootstrap="thinned")
+    assert auto.attrs["bootstrap"] == "thinned"
+    assert "statistic_damped" in auto and "pvalue_damped_pooled" in auto
+    xr.testing.assert_identical(auto, thinned)
+    # One sample of independent draws keeps "iid", which has the damped statistic too.
+    one = steindiag.ksd_test(x[0], score=-x[0], rng=0, damped=True, n_bootstrap=99)
+    assert one.attrs["bootstrap"] == "iid" and "statistic_damped" in one
+
+
+def test_too_few_replicates_to_reject_warn():
+    # Issue 35: n_bootstrap=1 was accepted silently (smallest p-value 1/2). Truth: the
+    # smallest p-value is 1 / (1 + B) (counting), above 0.05 for B < 19.
+    x = np.random.default_rng(4).standard_normal((2, 400, 2))
+    with pytest.warns(UserWarning, match=r"n_bootstrap=1 gives p-values no smaller than "
+                                         r"1 / \(1 \+ 1\) = 0.5"):
+        res = steindiag.ksd_test(x, score=-x, n_bootstrap=1, rng=0, bootstrap="thinned")
+    assert (res["pvalue"].values >= 0.5).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        steindiag.ksd_test(x, score=-x, n_bootstrap=19, rng=0, bootstrap="thinned")

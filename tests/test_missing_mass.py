@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy.special import expit, logsumexp
 
-from steindiag.methods.missing_mass import MissingMass, search_missing_mass
+from steindiag.methods.missing_mass import search_missing_mass
+from steindiag.methods.missing_mass_result import MissingMass
 
 
 # --------------------------------------------------------------------------------------

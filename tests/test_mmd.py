@@ -8,6 +8,7 @@ modes: Wenliang & Kanagawa 2020; MMD with a characteristic kernel is not: Gretto
 al. 2012).
 """
 
+import importlib.util
 import json
 import sys
 import warnings
@@ -416,8 +417,8 @@ def test_plot_mmd_draws_the_values():
     x = np.random.default_rng(13).standard_normal((4, 200, 2))
     x[3] += 2.0
     res = steindiag.mmd(x, n_permutations=100, rng=0)
-    fig = steindiag.plot_mmd(res, alpha=0.05)
-    ax = fig.axes[0]
+    fig, ax = plt.subplots()
+    steindiag.plot_mmd(res, alpha=0.05, ax=ax)
     images = [im for im in ax.get_images() if im.get_gid() == "mmd2"]
     # Truth: the image holds the Dataset's values unchanged.
     np.testing.assert_array_equal(images[0].get_array(), res.values)
@@ -429,11 +430,46 @@ def test_plot_mmd_draws_the_values():
     labels = {t.get_gid(): t.get_text() for t in ax.texts}
     assert labels["label[0,3]"].startswith(f"{res.values[0, 3]:.2g}")
     # Without the p-value coordinate: no p-values, no flags.
-    fig2 = steindiag.plot_mmd(res.drop_vars("pvalue"), annotate=False)
-    assert not fig2.axes[0].patches and not fig2.axes[0].texts
+    fig2, ax2 = plt.subplots()
+    steindiag.plot_mmd(res.drop_vars("pvalue"), annotate=False, ax=ax2)
+    assert not ax2.patches and not ax2.texts
     # A result saved as a Dataset and read back draws the same flags.
-    fig3 = steindiag.plot_mmd(res.to_dataset(), alpha=0.05)
-    assert {p.get_gid() for p in fig3.axes[0].patches} == expected
+    fig3, ax3 = plt.subplots()
+    steindiag.plot_mmd(res.to_dataset(), alpha=0.05, ax=ax3)
+    assert {p.get_gid() for p in ax3.patches} == expected
+    plt.close("all")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("arviz_plots") is None,
+                    reason="needs arviz-plots (ArviZ 1.x)")
+def test_plot_mmd_plot_collection_draws_the_values():
+    x = np.random.default_rng(13).standard_normal((4, 200, 2))
+    x[3] += 2.0
+    res = steindiag.mmd(x, n_permutations=100, rng=0)
+    pc = steindiag.plot_mmd(res, alpha=0.05)
+    ax = pc.viz["figure"].item().axes[0]
+    # One filled square per pair, at (column j, height 3 - i): the first chain on top.
+    for i in range(4):
+        for j in range(4):
+            cell = pc.viz[f"cells_{i}_{j}"]["mmd2"].item()
+            corners = cell.get_paths()[0].vertices
+            np.testing.assert_allclose(corners[:, 0].min(), j - 0.5)
+            np.testing.assert_allclose(corners[:, 1].max(), 3 - i + 0.5)
+    flagged = {name for name in pc.viz.children if name.startswith("flags_")}
+    expected = {f"flags_{i}_{j}" for i in range(4) for j in range(4)
+                if i != j and res["pvalue"].values[i, j] < 0.05}
+    assert flagged == expected and "flags_0_3" in flagged
+    text = pc.viz["labels_0_3"]["mmd2"].item().get_text()
+    assert text.startswith(f"{res.values[0, 3]:.2g}")
+    # The brightest cell is the largest value (the colour scale runs from 0 to the max).
+    i, j = np.unravel_index(np.argmax(res.values), res.shape)
+    brightest = pc.viz[f"cells_{i}_{j}"]["mmd2"].item().get_facecolor()[0]
+    import matplotlib
+
+    assert matplotlib.colors.to_hex(brightest) == matplotlib.colors.to_hex(
+        matplotlib.colormaps["viridis"](1.0))
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2", "3"]
+    plt.close("all")
 
 
 def test_plot_mmd_rejects_other_input():

@@ -279,6 +279,13 @@ def test_plot_ksd_chains_bad_input(result):
 # -------------------------------------------------------------------- plot_stein_kernel
 
 
+def _kernel_fig(*args, **kwargs):
+    """plot_stein_kernel on the matplotlib path (its lines carry gids)."""
+    fig, ax = plt.subplots()
+    plot_stein_kernel(*args, ax=ax, **kwargs)
+    return fig
+
+
 def _student_t_score(nu):
     return lambda x: -(nu + 1.0) * x / (nu + x**2)
 
@@ -293,7 +300,7 @@ def _student_t_score(nu):
 )
 def test_stein_kernel_terms_sum_to_reference(score, y, lengthscale, c, beta, tmp_path):
     x = np.linspace(-6.0, 6.0, 241)
-    fig = plot_stein_kernel(score, y=y, x=x, lengthscale=lengthscale, c=c, beta=beta)
+    fig = _kernel_fig(score, y=y, x=x, lengthscale=lengthscale, c=c, beta=beta)
     ax = fig.axes[0]
     lines = _lines_by_gid(ax)
     names = ["div_x_grad_y_k", "grad_x_k_score_y", "grad_y_k_score_x", "k_score_x_score_y"]
@@ -314,13 +321,13 @@ def test_stein_kernel_terms_sum_to_reference(score, y, lengthscale, c, beta, tmp
 def test_stein_kernel_diagonal_and_vanishing_terms():
     # At x = y' the total is k_p(y', y') = -2 beta c^(2beta-2) a + c^(2beta) s(y')^2 (the docs' background page).
     c, beta, lengthscale, y = 1.5, -0.5, 0.8, 0.7
-    fig = plot_stein_kernel(lambda x: -x, y=y, x=np.array([y - 1.0, y, y + 1.0]),
+    fig = _kernel_fig(lambda x: -x, y=y, x=np.array([y - 1.0, y, y + 1.0]),
                             lengthscale=lengthscale, c=c, beta=beta)
     lines = _lines_by_gid(fig.axes[0])
     diag = -2 * beta * c ** (2 * beta - 2) / lengthscale**2 + c ** (2 * beta) * y**2
     np.testing.assert_allclose(lines["stein_kernel"].get_ydata()[1], diag, rtol=1e-14)
     # At the mode of N(0, 1), s(y') = 0: both terms with s(y') are identically zero.
-    fig = plot_stein_kernel(lambda x: -x, y=0.0)
+    fig = _kernel_fig(lambda x: -x, y=0.0)
     lines = _lines_by_gid(fig.axes[0])
     assert not np.any(lines["grad_x_k_score_y"].get_ydata())
     assert not np.any(lines["k_score_x_score_y"].get_ydata())
@@ -332,21 +339,42 @@ def test_stein_kernel_unbatched_score_and_bad_input():
     import math
 
     x = np.linspace(-2, 2, 5)
-    batched = _lines_by_gid(plot_stein_kernel(lambda z: -z, x=x).axes[0])["stein_kernel"]
+    batched = _lines_by_gid(_kernel_fig(lambda z: -z, x=x).axes[0])["stein_kernel"]
     one_at_a_time = _lines_by_gid(
-        plot_stein_kernel(lambda z: np.array([-math.fsum(z)]), x=x, batched=False).axes[0]
+        _kernel_fig(lambda z: np.array([-math.fsum(z)]), x=x, batched=False).axes[0]
     )["stein_kernel"]
     np.testing.assert_array_equal(batched.get_ydata(), one_at_a_time.get_ydata())
     with pytest.raises(TypeError, match="score must be a callable"):
-        plot_stein_kernel(np.zeros(3))
+        _kernel_fig(np.zeros(3))
     with pytest.raises(ValueError, match="returned shape"):
-        plot_stein_kernel(lambda z: -z[:, 0])
+        _kernel_fig(lambda z: -z[:, 0])
     with pytest.raises(ValueError, match="beta must be"):
-        plot_stein_kernel(lambda z: -z, beta=0.5)
+        _kernel_fig(lambda z: -z, beta=0.5)
     with pytest.raises(ValueError, match="lengthscale must be"):
-        plot_stein_kernel(lambda z: -z, lengthscale=0.0)
+        _kernel_fig(lambda z: -z, lengthscale=0.0)
     with pytest.raises(ValueError, match="x must be a 1-D array"):
-        plot_stein_kernel(lambda z: -z, x=np.zeros((3, 2)))
+        _kernel_fig(lambda z: -z, x=np.zeros((3, 2)))
+
+
+@needs_arviz_plots
+def test_stein_kernel_plot_collection():
+    x = np.linspace(-3.0, 3.0, 61)
+    pc = plot_stein_kernel(lambda z: -z, y=0.5, x=x)
+    terms = pc.viz["terms"]["stein_kernel"]
+    assert terms.sizes["term"] == 4
+    fig, ax = plt.subplots()
+    plot_stein_kernel(lambda z: -z, y=0.5, x=x, ax=ax)
+    reference = _lines_by_gid(ax)
+    total = pc.viz["stein_kernel"]["stein_kernel"].item()
+    np.testing.assert_array_equal(total.get_xdata(), x)
+    np.testing.assert_array_equal(total.get_ydata(), reference["stein_kernel"].get_ydata())
+    drawn = sorted(tuple(terms.sel(term=t).item().get_ydata()) for t in terms["term"].values)
+    expected = sorted(tuple(reference[name].get_ydata()) for name in
+                      ("div_x_grad_y_k", "grad_x_k_score_y", "grad_y_k_score_x",
+                       "k_score_x_score_y"))
+    np.testing.assert_array_equal(drawn, expected)
+    assert len({terms.sel(term=t).item().get_color() for t in terms["term"].values}) == 4
+    assert plot_stein_kernel(lambda z: -z, backend="none").backend == "none"
 
 
 def test_import_steindiag_does_not_import_matplotlib():

@@ -7,6 +7,7 @@ Ctrl-C (SIGINT) sent while a long compiled product runs raises KeyboardInterrupt
 2 s (the user guide promises about a quarter of a second of work per call).
 """
 
+import logging
 import os
 import queue
 import signal
@@ -201,3 +202,39 @@ def test_ksd_test_in_narrow_pieces_agrees_with_wide_ones(monkeypatch):
                  "bootstrap_statistic_pooled"):
         np.testing.assert_allclose(narrow[name].values, wide[name].values, rtol=1e-12)
     np.testing.assert_array_equal(narrow["pvalue"].values, wide["pvalue"].values)
+
+
+def test_progress_true_without_stderr_draws_nothing_and_leaves_no_lock(monkeypatch):
+    # Issue 35: with sys.stderr None (pythonw, some services) progress=True raised tqdm's
+    # AttributeError and left its lock held, so a later bar in another thread blocked.
+    # Truth: the numbers of progress=False; then a bar in another thread still finishes.
+    many = _CALLS["ksd"]
+    expected = many(False)
+    monkeypatch.setattr(sys, "stderr", None)
+    got = many(True)
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.undo()
+    done = []
+    worker = threading.Thread(target=lambda: done.append(many(True)))
+    worker.start()
+    worker.join(timeout=60)
+    assert done, "a progress bar in another thread blocked"
+
+
+def test_long_work_is_logged_when_no_bar_is_shown(monkeypatch, caplog):
+    # Issue 35: ksd of many draws printed nothing for minutes when not interactive.
+    # Truth: the documented rule: when no bar is shown and the work is expected to take
+    # more than a few seconds, INFO records of the "steindiag" logger say it started and
+    # ended (here every pass "takes long": the threshold is set to 0 s).
+    monkeypatch.setattr(steindiag.engine.progress, "_AUTO_SECONDS", 0.0)
+    monkeypatch.setattr(steindiag.engine.progress, "_interactive", lambda: False)
+    with caplog.at_level(logging.INFO, logger="steindiag"):
+        steindiag.ksd(_X, score=-_X)
+    messages = [r.getMessage() for r in caplog.records if r.name == "steindiag"]
+    assert any("started" in m for m in messages) and any("done in" in m for m in messages)
+    caplog.clear()
+    # Not at INFO: nothing is logged (and no bar is drawn).
+    with caplog.at_level(logging.WARNING, logger="steindiag"):
+        steindiag.ksd(_X, score=-_X)
+    assert not [r for r in caplog.records if r.name == "steindiag"]

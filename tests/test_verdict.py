@@ -256,3 +256,37 @@ def test_a_lone_rejected_chain_says_the_level_allows_false_alarms():
     assert res["pvalue_pooled"].item() > level and res["agreement_pvalue"].item() > level
     next_line = next(line for line in str(res).splitlines() if line.startswith("  next:"))
     assert "chain 1" in next_line and "false alarms" in next_line
+
+
+def test_every_draw_one_point_is_does_not_fit_not_an_error():
+    # Issue 35: all draws identical made diagnose raise (no scale for the preconditioner)
+    # instead of saying the chains never moved. Truth: by construction every chain is one
+    # point, so every chain and the pooled verdict are "does not fit", and the advice is
+    # to rerun rather than to leave a chain out.
+    x = np.ones((4, 100, 2))
+    res = steindiag.diagnose(x, score=-x, rng=0, mode_search=False)
+    assert (res["verdict"].values == "does not fit").all()
+    assert res["reason_code_pooled"].item() == "stuck"
+    assert "never moved" in res["reason_pooled"].item()
+    assert res.attrs["preconditioner"] == "identity"
+    next_line = next(line for line in str(res).splitlines() if line.startswith("  next:"))
+    assert "every chain stopped moving" in next_line
+
+
+def test_a_saved_result_with_an_edited_verdict_is_refused():
+    # Issue 35: Diagnosis.from_dataset on a result whose verdict was edited printed
+    # "FITS" above "why: the KSD test rejects". Truth: the documented map from each
+    # reason code to its verdict (stats.verdict.VERDICT_OF).
+    x = 1.5 * np.random.default_rng(9).standard_normal((2, 300, 2))
+    res = steindiag.diagnose(x, score=-x, rng=1, mode_search=False)
+    assert res["verdict_pooled"].item() == "does not fit"
+    plain = xr.Dataset(res.data_vars, coords=res.coords, attrs=res.attrs)
+    back = steindiag.Diagnosis.from_dataset(plain)
+    assert str(back) == str(res)
+    edited = plain.copy()
+    edited["verdict_pooled"] = "fits"
+    with pytest.raises(ValueError, match="pooled verdict 'fits' does not follow from its "
+                                         "reason code"):
+        steindiag.Diagnosis.from_dataset(edited)
+    for code in rules.REASONS:   # every code has its verdicts
+        assert code in rules.VERDICT_OF

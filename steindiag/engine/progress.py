@@ -9,6 +9,7 @@ same, bit for bit, as from one call over all units.
 """
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -57,6 +58,35 @@ class _TextBar:
         sys.stderr.flush()
 
 
+_LOG = logging.getLogger("steindiag")
+# A pass reported to the log (no bar shown) logs its progress at most this often (seconds).
+_LOG_SECONDS = 30.0
+
+
+class _LogBar:
+    """Progress of a long pass as INFO records of the "steindiag" logger, for runs where
+    no bar is shown (not interactive): a start line, a line at most every
+    ``_LOG_SECONDS``, an end line. Silent unless the user's logging shows INFO."""
+
+    def __init__(self, total, desc, unit, expected_seconds):
+        self.total, self.desc, self.unit = total, desc, unit
+        self.done = 0
+        self.start = self.last = time.perf_counter()
+        _LOG.info("%s: started, about %.0f s expected", desc, expected_seconds)
+
+    def update(self, amount):
+        self.done += amount
+        now = time.perf_counter()
+        if now - self.last >= _LOG_SECONDS:
+            self.last = now
+            share = (f"{100 * self.done / self.total:.0f} %" if self.total
+                     else f"{self.done} {self.unit}s")
+            _LOG.info("%s: %s after %.0f s", self.desc, share, now - self.start)
+
+    def close(self):
+        _LOG.info("%s: done in %.1f s", self.desc, time.perf_counter() - self.start)
+
+
 def _interactive():
     if "ipykernel" in sys.modules:
         return True
@@ -77,15 +107,21 @@ def make_progress(progress, total, expected_seconds, desc="Stein kernel pass", u
     pass is expected to take more than a few seconds). ``total`` None: a counter of
     ``unit`` (the amount of work is not known ahead).
     """
+    long = expected_seconds > _AUTO_SECONDS
     if progress is None:
-        progress = _interactive() and expected_seconds > _AUTO_SECONDS
-    if not progress:
+        progress = _interactive() and long
+        if not progress and long and _LOG.isEnabledFor(logging.INFO):
+            return _LogBar(total, desc, unit, expected_seconds)
+    if not progress or sys.stderr is None:   # no stderr (pythonw, some services): no bar
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _TextBar(total, desc, unit)
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+    try:
+        return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+    except (AttributeError, OSError, ValueError):   # a stderr tqdm cannot write to
+        return _TextBar(total, desc, unit)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ The readers (a sampler's library is imported only when its object is given):
 
 - ``_arrays``: plain arrays, the layout of their axes (``sample_dims``) and their scores;
 - ``_trace``: labelled containers (InferenceData, DataTree, Dataset, DataArray);
+- ``_trace_arrays``: a trace's variables and score arrays flattened to (chain, draw, d);
 - ``_trace_model``: a PyMC model's unconstrained draws in a trace; stored scores (nutpie);
 - ``_emcee``: emcee's ``EnsembleSampler`` (walkers as chains, its ``log_prob_fn``);
 - ``_stan``: a pystan 3 fit with its model, or a CmdStanPy fit with a BridgeStan model;
@@ -31,6 +32,8 @@ The readers (a sampler's library is imported only when its object is given):
 PyMC models as score sources (PyMC imported only when a model is given):
 
 - ``_pymc``: the model's layout, unconstrained draws and batched grad log p;
+- ``_pymc_graphs``: the compiled, batched graphs of log p and its gradient;
+- ``_pymc_data``: the model's data checked against the trace's;
 - ``_pymc_functions``: batched log p and score callables, for methods that move points;
 - ``_pymc_values``: constrained values and deterministics at unconstrained draws;
 - ``_pymc_prior``: prior draws as overdispersed starts, in the unconstrained layout.
@@ -45,7 +48,7 @@ from steindiag._types import PendingInput, SteinInput
 from steindiag.inputs._functions import ScoreSource, check_log_density
 from steindiag.inputs._read import derived_score, read_input
 from steindiag.inputs._sampler import SamplerWarnings, sampler_warnings
-from steindiag.inputs._trace import as_trace
+from steindiag.inputs._trace_model import as_trace
 
 __all__ = [
     "read_input",

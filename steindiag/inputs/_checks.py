@@ -9,16 +9,10 @@ import numpy as np
 
 from steindiag._validate import LOG10_HEADROOM, warn_user
 
-__all__ = ["SPACES", "is_labelled", "check_space", "check_compile_mode",
+__all__ = ["SPACES", "check_space", "check_compile_mode",
            "check_score_scale", "warn_zero_score_columns", "where_not_finite"]
 
 SPACES = ("unconstrained", "constrained")
-
-
-def is_labelled(data):
-    """True for xarray / ArviZ containers (DataArray included), which the trace reader takes."""
-    module = type(data).__module__ or ""
-    return module.startswith(("xarray", "arviz", "datatree"))
 
 
 def check_space(space, model):
@@ -86,17 +80,19 @@ def check_compile_mode(compile_mode, model):
 def check_score_scale(prepared):
     """Refuse scores that, times the draws' spread, overflow the Stein kernel's products.
 
-    The kernel multiplies scores by the draws' scale (the default preconditioner divides
-    each parameter by its spread and multiplies its score by it) and then scores together:
-    |score| x spread must stay below 10^(LOG10_HEADROOM / 2). O(N d), logs only (no
-    overflow warnings).
+    The default preconditioner divides each parameter by its spread and multiplies its
+    score by it, and the kernel then multiplies scores together: |score| x spread (a
+    product that does not depend on the parameter's units) must stay below
+    10^(LOG10_HEADROOM / 2). O(N d), logs only (no overflow warnings). The product in the
+    preconditioner actually used is checked again where the kernel's coordinates are
+    made (``Preconditioner.to_kernel_coordinates``).
     """
     d = prepared.draws.shape[2]
     flat_draws = prepared.draws.reshape(-1, d)
     largest_score = np.max(np.abs(prepared.scores.reshape(-1, d)), axis=0)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         spread = np.max(flat_draws, axis=0) - np.min(flat_draws, axis=0)
-        log_product = np.log10(largest_score) + np.log10(np.maximum(spread, 1.0))
+        log_product = np.log10(largest_score) + np.log10(spread)
     log_product = np.where(np.isnan(log_product), -np.inf, log_product)
     worst = int(np.argmax(log_product))
     if log_product[worst] <= LOG10_HEADROOM / 2:
@@ -137,7 +133,11 @@ def warn_zero_score_columns(prepared):
         "not parameters of the target. This is usually a deterministic quantity "
         "(numpyro.deterministic, a PyMC Deterministic, a Stan transformed parameter or "
         "generated quantity) flattened into the draws; it inflates KSD. Leave it out "
-        "(var_names= for a trace; keep only the sampled sites when flattening)."
+        "(var_names= for a trace; keep only the sampled sites when flattening). If the "
+        "target really is flat there (a uniform prior with no likelihood term for them, "
+        "e.g. a box), KSD cannot test it: the Stein identity needs a density that is "
+        "smooth and positive on all of R^d, and a box has edges; sample in unconstrained "
+        "coordinates (a logit transform, its log-Jacobian in log p) instead."
     )
 
 

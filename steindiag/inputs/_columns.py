@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from steindiag._containers import group_dataset, is_labelled, select_vars
+from steindiag._containers import aligned, group_dataset, is_labelled, select_vars
 from steindiag.inputs._arrays import read_array_draws
 from steindiag.inputs._labels import variable_labels
 from steindiag.inputs._numpyro import as_numpyro_trace
 from steindiag.inputs._sampler import sampler_warnings
-from steindiag.inputs._trace import as_trace
+from steindiag.inputs._trace_model import as_trace
 
 __all__ = ["Columns", "trace_columns", "read_columns", "read_weights", "read_rows"]
 
@@ -168,14 +168,10 @@ def _function_values(name, function, argument, chain, draw):
                 f"functions[{name!r}] must give one value per draw, dims ('chain', 'draw'); "
                 f"got dims {values.dims}."
             )
-        for dim, expected in (("chain", chain), ("draw", draw)):
-            if dim in values.coords and values.sizes[dim] != len(expected):
-                raise ValueError(
-                    f"functions[{name!r}] has {values.sizes[dim]} {dim}s; the draws have "
-                    f"{len(expected)}."
-                )
-            if dim in values.coords and np.isin(expected, values[dim].values).all():
-                values = values.sel({dim: expected})
+        # Matched by coordinates, like a score DataArray: a DataArray of other draws is
+        # refused, never used by position.
+        values = aligned(values.to_dataset(name="__f__"), chain, draw, ("chain", "draw"),
+                         f"functions[{name!r}]")["__f__"]
         values = values.transpose("chain", "draw").values
     try:
         values = np.asarray(values, dtype=np.float64)

@@ -4,18 +4,18 @@ The search for unvisited mass (``steindiag.methods.missing_mass``) starts optimi
 from points spread more widely than the posterior; for a PyMC model the prior is the
 natural choice. Prior draws of every free variable (``pymc.draw``) are mapped to the
 value variables' unconstrained space with the model's forward transforms
-(``_pymc.unconstrained_values``) and flattened in the layout steindiag uses for the
+(``_pymc_values.unconstrained_values``) and flattened in the layout steindiag uses for the
 trace (``_pymc.model_layout`` order, each value variable in C order).
 
 Imported lazily (only when a PyMC model is passed).
 """
 
-import numbers
-
 import numpy as np
 
+from steindiag._validate import check_int, check_rng
 from steindiag.inputs import _pymc
 from steindiag.inputs._labels import element_labels
+from steindiag.inputs._pymc_values import unconstrained_values
 
 __all__ = ["prior_starts"]
 
@@ -106,14 +106,10 @@ def prior_starts(model, parameter, n, rng):
     >>> x.shape, bool(np.isfinite(x).all())
     ((5, 2), True)
     """
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"n must be a positive integer; got {type(n).__name__}.")
-    if n < 1:
-        raise ValueError(f"n must be a positive integer; got {n}.")
+    n = check_int(n, "n", minimum=1)
     layout = _pymc.model_layout(model)
     _check_parameter(parameter, layout, _layout_labels(model, layout))
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)
+    rng = check_rng(rng)
     import pymc as pm
 
     kept, have = [], 0
@@ -129,8 +125,8 @@ def prior_starts(model, parameter, n, rng):
             ) from error
         arrays = [np.asarray(value).reshape(int(n), *var.shape)
                   for value, var in zip(values, layout)]
-        flat, outside = _pymc.unconstrained_values(model, layout, arrays,
-                                                   ["constrained"] * len(layout))
+        flat, outside = unconstrained_values(model, layout, arrays,
+                                             ["constrained"] * len(layout))
         # Off the support (e.g. an unsorted draw of an ordered variable): no valid start.
         good = np.all(np.isfinite(flat), axis=1)
         for bad in outside.values():

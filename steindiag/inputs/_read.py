@@ -30,7 +30,8 @@ from steindiag.inputs._jax import is_jax_input, read_jax
 from steindiag.inputs._numpyro import is_numpyro_mcmc, read_numpyro
 from steindiag.inputs._sampler import sampler_warnings
 from steindiag.inputs._stan import is_stan_input, read_stan
-from steindiag.inputs._trace import as_trace, read_labelled
+from steindiag.inputs._trace import read_labelled
+from steindiag.inputs._trace_model import as_trace
 
 __all__ = ["read_input", "derived_score"]
 

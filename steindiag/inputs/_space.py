@@ -6,6 +6,10 @@ should hold unconstrained coordinates; a column that is strictly positive in eve
 probability (``p``, ``prob``, ...) is almost surely stored constrained: its score, taken
 in the unconstrained space, does not belong to it, and KSD is then large on a healthy run.
 The check warns before anything is computed; it only reads the draws (O(N d)).
+
+A trace written by a sampler library that transforms its variables (ArviZ's
+``inference_library`` attribute) stores constrained values: with a user's score and no
+model, the space must then be said (``check_trace_space``).
 """
 
 import re
@@ -14,7 +18,12 @@ import numpy as np
 
 from steindiag._validate import warn_user
 
-__all__ = ["warn_constrained_columns", "score_failure_hint"]
+__all__ = ["warn_constrained_columns", "warn_constrained_variables", "is_untransformed",
+           "check_trace_space", "score_failure_hint"]
+
+# Libraries whose stored draws are the sampler's own coordinates (no transforms): the
+# draws of their traces are taken as given with a score and no ``space``.
+_UNTRANSFORMED_LIBRARIES = ("emcee",)
 
 # Name parts that say "a positive quantity" and "a probability"; parts that say the
 # column is already unconstrained (a log or logit of one) silence both.
@@ -101,3 +110,50 @@ def score_failure_hint(var_names, labels, chose_all):
             f"{var_names} ({len(labels)} columns): if some are deterministic quantities "
             "(numpyro.deterministic, Stan's transformed parameters or generated quantities) "
             "or not parameters of the score, select the parameters with var_names=.")
+
+
+def _inference_library(data, posterior):
+    """The library that wrote the trace (ArviZ's ``inference_library`` attribute), or None."""
+    for attrs in (posterior.attrs, getattr(data, "attrs", None) or {}):
+        library = attrs.get("inference_library")
+        if library:
+            return str(library)
+    return None
+
+
+def is_untransformed(data, posterior):
+    """Whether the trace was written by a library without transforms (emcee)."""
+    library = _inference_library(data, posterior)
+    return library is not None and library.lower() in _UNTRANSFORMED_LIBRARIES
+
+
+def warn_constrained_variables(posterior, var_names, pair, draws, space, labels):
+    """``warn_constrained_columns`` for the variables ``var_names`` of a trace."""
+    columns, start = [], 0
+    for name in var_names:
+        size = int(np.prod([posterior[name].sizes[dim] for dim in posterior[name].dims
+                            if dim not in pair]))
+        columns.append(np.arange(start, start + size))
+        start += size
+    warn_constrained_columns(var_names, columns, draws, space, labels)
+
+
+def check_trace_space(data, posterior, space, group_label):
+    """Refuse to guess the space of a sampler's stored draws against a user's score."""
+    library = _inference_library(data, posterior)
+    if space is not None or library is None or library.lower() in _UNTRANSFORMED_LIBRARIES:
+        return
+    raise ValueError(
+        f"the trace's {group_label} was written by {library} (attrs['inference_library']) "
+        "and score= is given without a model, so steindiag cannot tell which space the "
+        f"draws and the score are in. {library} stores constrained values (e.g. sigma > 0), "
+        "while the usual scores (numpyro's potential_energy, Stan's grad_log_prob or "
+        "log_density_gradient, a PyMC model's value variables) are in the unconstrained "
+        "space; mixing the two gives a plausible but wrong KSD. Either pass the "
+        "unconstrained draws as an array with their score (the user guide's recipes for "
+        "numpyro and Stan do this), or say what the trace holds: space='unconstrained' if "
+        "the stored variables are unconstrained coordinates and the score (log-Jacobian "
+        "included) is in them, space='constrained' if the score is grad log p of the stored "
+        "values themselves (valid only for a density smooth and positive on all of R^d). "
+        "For a PyMC trace, pass the model instead."
+    )

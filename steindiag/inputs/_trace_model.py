@@ -3,23 +3,65 @@
 With a PyMC model, the draws are the model's value variables: stored ones where the trace
 holds them (``include_transformed=True``, an ``unconstrained_posterior`` group, nutpie's
 ``store_unconstrained=True``), otherwise the posterior's constrained values mapped
-forward through each free variable's transform (:mod:`steindiag.inputs._pymc`).
-nutpie's stored gradients (``store_gradient=True``), and the scores
-:func:`steindiag.add_scores` stores in the same layout, are read here too.
+forward through each free variable's transform (:mod:`steindiag.inputs._pymc_values`).
+A selection (``coords``) must keep every element of the model's free variables
+(``check_model_selection``). nutpie's stored gradients (``store_gradient=True``), and the
+scores :func:`steindiag.add_scores` stores in the same layout, are read here too, and a
+PyMC ``MultiTrace`` is converted to what ``pm.sample`` returns by default (``as_trace``).
 """
 
 import numpy as np
 
 from steindiag._containers import (
-    COMPANION_GROUPS, NUTPIE_DRAW, NUTPIE_GRADIENT, STORED_MARK, aligned, get_group, select,
-    with_sample_dims,
+    COMPANION_GROUPS, NUTPIE_DRAW, NUTPIE_GRADIENT, STORED_MARK, aligned, coordinate, get_group,
+    picks_one, select, with_sample_dims,
 )
 from steindiag.inputs import _pymc
 from steindiag.inputs._checks import where_not_finite
 from steindiag.inputs._labels import element_labels
+from steindiag.inputs._pymc_data import check_model_data
+from steindiag.inputs._pymc_values import unconstrained_values
 
-__all__ = ["model_draws", "nutpie_stats", "written_by_add_scores", "stored_score_attrs",
-           "check_stored_selection", "nutpie_labels", "reorder_nutpie"]
+__all__ = ["as_trace", "check_model_selection", "model_draws", "nutpie_stats",
+           "written_by_add_scores", "stored_score_attrs", "check_stored_selection",
+           "nutpie_labels", "reorder_nutpie"]
+
+
+def _is_multitrace(data):
+    """True for a PyMC ``MultiTrace`` (``pm.sample(return_inferencedata=False)``)."""
+    module = type(data).__module__ or ""
+    return module.startswith("pymc") and type(data).__name__ == "MultiTrace"
+
+
+def as_trace(data, model=None):
+    """A PyMC ``MultiTrace`` converted as ``pm.to_inference_data`` does; other data as is.
+
+    ``pm.sample(return_inferencedata=False)`` returns a MultiTrace (PyMC 5 and 6); it is
+    converted with the model that sampled it (the trace keeps a reference to it), else
+    with ``model``. The result is what ``pm.sample`` returns by default: an
+    ``arviz.InferenceData`` (PyMC 5) or an ``xarray.DataTree`` (PyMC 6).
+    """
+    if not _is_multitrace(data):
+        return data
+    import pymc as pm
+
+    straces = getattr(data, "_straces", None) or {}
+    own = getattr(next(iter(straces.values()), None), "model", None)
+    source = own if own is not None else model
+    if source is None:
+        raise TypeError(
+            "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) that does not "
+            "say which model sampled it: pass model=, or convert it first with "
+            "pm.to_inference_data(trace, model=model)."
+        )
+    try:
+        return pm.to_inference_data(data, model=source)
+    except Exception as err:  # noqa: BLE001 - any failure of PyMC's own conversion
+        raise TypeError(
+            "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) and "
+            f"pm.to_inference_data could not convert it ({type(err).__name__}: {err}); "
+            "convert it yourself and pass the InferenceData / DataTree."
+        ) from err
 
 
 def nutpie_stats(data, stats_group, coords, sample_dims, chain, draw):
@@ -205,6 +247,45 @@ def _value_labels(model, var, posterior, pair):
     return element_labels(var.value_name, var.value_shape, dims, coords)
 
 
+def check_model_selection(model, posterior, coords, sample_dims, what):
+    """With a model, ``coords`` must keep every element of every free variable.
+
+    A selection along a dim of a free variable (``{"school": "Choate"}``) leaves the
+    draws without some of the model's coordinates; refuse it here, saying what the
+    selection did, rather than as a mismatch between model and trace later.
+    """
+    free = {rv.name for rv in model.free_RVs}
+    free |= {model.rvs_to_values[rv].name for rv in model.free_RVs}
+    for dim, value in coords.items():
+        if dim in sample_dims or dim not in posterior.dims:
+            continue
+        hit = [name for name in posterior.data_vars
+               if name in free and dim in posterior[name].dims]
+        if not hit:
+            continue
+        size = posterior.sizes[dim]
+        if picks_one(value):
+            did = (f"picks one of the {size} values of {dim!r} and drops the dimension")
+        else:
+            try:
+                kept = posterior[[hit[0]]].sel({dim: value})
+            except (KeyError, ValueError, IndexError, TypeError):
+                continue  # not selectable at all: select says why
+            have = coordinate(posterior, dim)
+            if kept.sizes[dim] == size and np.array_equal(coordinate(kept, dim), have):
+                continue  # keeps every value in order: no change
+            did = f"keeps {kept.sizes[dim]} of the {size} values of {dim!r}"
+        raise ValueError(
+            f"coords={{{dim!r}: {value!r}}} {did} in {what}, a dimension of the model's "
+            f"free variable(s) {hit}. With model=, the score is grad log p of all free "
+            "variables together, so the draws must keep every element of each: coords can "
+            f"select along {list(sample_dims)} only (e.g. coords={{'draw': slice(100, "
+            "None)}}). This is not a mismatch between the model and the trace. For a "
+            "subset of the parameters, pass the score of their marginal density as score= "
+            "without model (and var_names=)."
+        )
+
+
 def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sample_dims,
                  chunk_size, compile_mode):
     layout = _pymc.model_layout(model)
@@ -238,7 +319,7 @@ def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sam
     n_chain, n_draw = len(chain), len(draw)
     kinds = [item[0] for item in stored]
     arrays = [item[1].reshape(n_chain * n_draw, *item[1].shape[2:]) for item in stored]
-    flat, outside = _pymc.unconstrained_values(
+    flat, outside = unconstrained_values(
         model, layout, arrays, kinds, chunk_size=chunk_size, mode=compile_mode
     )
     labels = [label for var in layout for label in _value_labels(model, var, posterior, pair)]
@@ -263,11 +344,7 @@ def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sam
             "simplex that does not sum to 1, a zero-sum vector whose sum is not 0): the "
             "model does not match the trace."
         )
-    _pymc.check_model_data(
-        model,
-        get_group(data, "observed_data"),
-        get_group(data, "constant_data"),
-    )
+    check_model_data(model, get_group(data, "observed_data"), get_group(data, "constant_data"))
     attrs = {
         "space": "unconstrained",
         "free_variables": [var.name for var in layout],

@@ -59,6 +59,7 @@ class Preconditioner:
     rotation: np.ndarray | None
     a: np.ndarray
     isotropic: bool
+    parameter: list | None = None
 
     @property
     def trace_a(self):
@@ -70,12 +71,42 @@ class Preconditioner:
         if self.scale is not None:
             draws = draws / self.scale
             scores = scores * self.scale
+        self._check_scores(scores)
         if self.rotation is not None:
             draws = draws @ self.rotation
             scores = scores @ self.rotation
         # Always copies (np.array, not np.asarray): callers centre the result in place, and
         # the identity map must not hand them the user's arrays.
         return np.array(draws, dtype=np.float64), np.array(scores, dtype=np.float64)
+
+    def _check_scores(self, scores):
+        """Refuse scores whose products in the Stein kernel leave float64 (O(N d) reads).
+
+        The kernel holds s(x)^T s(y) and s^T A (x - y) in kernel coordinates (the rotation
+        keeps norms): the largest |s_k| there must stay below 10^(LOG10_HEADROOM / 2).
+        """
+        scores = np.asarray(scores)
+        if scores.size == 0:
+            return
+        d = scores.shape[-1]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            largest = np.max(np.abs(scores.reshape(-1, d)), axis=0)
+            log_norm = np.log10(np.sqrt(d) * np.max(np.where(np.isnan(largest), 0.0, largest)))
+        if not log_norm > LOG10_HEADROOM / 2:
+            return
+        worst = int(np.nanargmax(largest))
+        name = self.parameter[worst] if self.parameter is not None else f"x[{worst}]"
+        where = (f" (the score times the scale the preconditioner divides {name!r} by, "
+                 f"{self.scale[worst]:.3g})" if self.scale is not None else "")
+        raise ValueError(
+            f"score: |grad log p| reaches {largest[worst]:.3g} in the Stein kernel's "
+            f"coordinates for {name!r}{where}; the kernel multiplies scores together, so this "
+            f"(about 1e{2 * log_norm:.0f}, above 1e{LOG10_HEADROOM:.0f}) overflows float64 and "
+            "KSD would be inf or NaN. Draws this far from where the score puts p's mass do "
+            "not fit p; if they should, the draws and the score disagree in units, space "
+            "(space=) or order of the parameters (var_names=). Use "
+            "preconditioner='standardize' (the default), or rescale the parameters."
+        )
 
     def attrs(self):
         """netCDF-friendly attributes recording what was used."""
@@ -225,6 +256,7 @@ def make_preconditioner(preconditioner, pooled_draws, parameter):
     """
     pre = _resolve(preconditioner, pooled_draws, parameter)
     _check_kernel_scale(pre, preconditioner, pooled_draws, parameter)
+    pre.parameter = None if parameter is None else list(parameter)
     return pre
 
 

@@ -8,7 +8,10 @@ and nothing imports xarray, pandas, PyMC, ArviZ, JAX or matplotlib (``.importlin
 - ``ksd_test``: the KSD test's bootstrap plan and its statistics, per chain and pooled;
 - ``mmd``: MMD between chains or two samples, and its block-permutation tests;
 - ``evidence``: ``diagnose``'s evidence: max-T KSD tests, the chains' agreement, stuck chains;
-- ``missing_mass``: the search for probability mass the draws never visited;
+- ``missing_mass``: the search for probability mass the draws never visited, in steps:
+  ``missing_mass_modes`` (the starts and their ascents), ``missing_mass_visits`` (were the
+  modes found visited), ``missing_mass_perturbed`` (the widened draws' starts) and
+  ``missing_mass_result`` (the result and its summary);
 - ``search``: that search run from a score source, as ``diagnose`` and the corrections run it;
 - ``corrections``: the checks behind ``CorrectionWarning`` (divergences, unvisited mass, KSD);
 - ``weights``: the KSD weights QP's solvers (active set, Frank-Wolfe, piqp), one certificate;

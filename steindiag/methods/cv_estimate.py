@@ -3,7 +3,9 @@
 The estimators by name (``ESTIMATORS``: first- and second-order polynomial control
 variates, ridge-regularised, and Stein-kernel ones), ``"auto"``'s choice among them by
 held-out error, constrained rows' own designs (``_transform_terms``), and the estimate
-with its fallback to the plain one (:func:`estimate`). The numerics (designs,
+with its fallback to the plain one (:func:`estimate`): where the control variate does
+not lower the MCSE, and for every row when the premise checks of ``methods.cv_checks``
+(do the draws and the score belong together?) fail. The numerics (designs,
 cross-fitted regressions) are ``methods.control_variates``; ``stats.mcse`` gives ArviZ's
 MCSE of the plain and adjusted values. NumPy in, a :class:`CVEstimate` out.
 """
@@ -25,6 +27,7 @@ from steindiag.methods.control_variates import (
     ridge_cross_fit,
     transform_controls,
 )
+from steindiag.methods.cv_checks import PREMISE_LEVEL, PremiseCheck, premise_check
 from steindiag.stats.mcse import mcse_mean
 
 __all__ = ["METHODS", "CVEstimate", "estimate"]
@@ -131,10 +134,11 @@ def _polynomial(order, regularised):
             diagonal = True
         p = n_coefficients(d, order, diagonal)
         if not regularised and p + 1 >= n_train:
+            others = "'regularised'" if order == 1 else "'regularised', or 'polynomial1'"
             raise ValueError(
                 f"method='polynomial{order}' fits {p} coefficients on {n_train} training "
-                "draws per fold; it needs more draws than coefficients. Use "
-                "method='regularised', or 'polynomial1'."
+                f"draws per fold; it needs more draws than coefficients. Use method={others} "
+                "(or more draws)."
             )
         # Constrained rows' own designs: the shared columns plus theirs (least squares
         # only where they leave more draws than coefficients).
@@ -209,7 +213,9 @@ ESTIMATORS = {
 
 
 def _auto_candidates(n, d, n_train, max_coefficients):
-    candidates = ["polynomial1"]
+    """The methods "auto" compares: only those that can fit (least squares needs more
+    training draws than coefficients; "regularised" always can)."""
+    candidates = ["polynomial1"] if n_coefficients(d, 1) + 1 < n_train else []
     if n_coefficients(d, 2) <= max_coefficients and n_coefficients(d, 2) + 1 < n_train:
         candidates.append("polynomial2")
     candidates.append("regularised")
@@ -255,8 +261,12 @@ class CVEstimate:
 
     ``mean``, ``sd``, ``mcse_mean``: the plain MCMC estimates (ArviZ's MCSE);
     ``mean_cv``, ``sd_cv``, ``mcse_mean_cv``: with the control variates where they lower
-    the MCSE (``cv_applied``), else the plain ones; ``variance_reduction``: mcse_mean^2 /
-    mcse_mean_cv^2; ``attrs``: the method chosen and its settings.
+    the MCSE (``cv_applied``) and the premise checks pass, else the plain ones;
+    ``variance_reduction``: mcse_mean^2 / mcse_mean_cv^2; ``cv_status``: "applied",
+    "no gain", "premise failed" or "diagnosis: does not fit"; ``shift_z``: the fitted
+    shift (mean_cv - mean) over the MCSE of the cross-fitted control variate (NaN where
+    not tested), ``shift_in_mcse``: the same shift over the plain MCSE; ``check``: the
+    :class:`PremiseCheck`; ``attrs``: the method chosen and its settings.
     """
 
     mean: np.ndarray
@@ -267,6 +277,10 @@ class CVEstimate:
     mcse_mean_cv: np.ndarray
     variance_reduction: np.ndarray
     cv_applied: np.ndarray
+    cv_status: np.ndarray
+    shift_z: np.ndarray
+    shift_in_mcse: np.ndarray
+    check: PremiseCheck
     attrs: dict
 
 
@@ -300,7 +314,14 @@ def estimate(values, owners, labels, prepared, *, method, n_folds, max_coefficie
     mcse_plain, mcse_cv = mcse_mean(plain), mcse_mean(adjusted)
     mean_adjusted = adjusted.reshape(n, -1).mean(axis=0)
     helps = np.isfinite(mcse_cv) & (mcse_cv < mcse_plain)
+    check = premise_check(prepared.draws, prepared.scores, prepared.parameter, values,
+                          adjusted[:, :, :n_rows], labels, helps[:n_rows])
+    status = np.where(helps[:n_rows], "applied", "no gain").astype(object)
+    if not check.passed:
+        status[:] = "premise failed"
     if not trusted:
+        status[:] = "diagnosis: does not fit"
+    if not (trusted and check.passed):
         helps[:] = False
     first, second = helps[:n_rows], helps[n_rows:]
     mean_cv = np.where(first, mean_adjusted[:n_rows], plain_mean)
@@ -313,15 +334,40 @@ def estimate(values, owners, labels, prepared, *, method, n_folds, max_coefficie
     sd_cv = np.where(first | second, sd_cv, sd_plain)
     with np.errstate(divide="ignore", invalid="ignore"):
         reduction = np.where(first, mcse_plain[:n_rows] ** 2 / mcse_mean_cv ** 2, 1.0)
+        shift_in_mcse = (mean_adjusted[:n_rows] - plain_mean) / mcse_plain[:n_rows]
     attrs.update({
         "method": chosen,
         **info,
         "n_folds": n_folds_used,
         "fold_rule": ("chain c in fold c mod n_folds" if n_chain >= 2
                       else "contiguous blocks of draws"),
-        "fallback_rule": "plain estimate where the cross-fitted MCSE is not lower",
+        "fallback_rule": ("plain estimate where the cross-fitted MCSE is not lower, and "
+                          "for every row when a premise check fails"),
         "n_fallback": int(n_rows - first.sum()),
+        **_check_attrs(check),
     })
     return CVEstimate(mean=plain_mean, sd=sd_plain, mcse_mean=mcse_plain[:n_rows],
                       mean_cv=mean_cv, sd_cv=sd_cv, mcse_mean_cv=mcse_mean_cv,
-                      variance_reduction=reduction, cv_applied=first, attrs=attrs)
+                      variance_reduction=reduction, cv_applied=first, cv_status=status,
+                      shift_z=check.shift_z, shift_in_mcse=shift_in_mcse, check=check,
+                      attrs=attrs)
+
+
+def _check_attrs(check):
+    worst = int(np.nanargmax(np.abs(check.stein_z))) if np.any(~np.isnan(check.stein_z)) \
+        else None
+    return {
+        "premise_check": "passed" if check.passed else "failed",
+        "premise_rule": (f"Bonferroni over {check.n_tests} two-sided z tests (the Stein "
+                         "identity on the draws, 3 per coordinate, and each applied row's "
+                         f"shift), family-wise level {PREMISE_LEVEL}: |z| > "
+                         f"{check.critical:.3g} plus a skewness allowance fails"),
+        "premise_failed": [f"{label} (z = {z:.3g}, threshold {limit:.3g})"
+                           for label, z, limit in check.failed[:20]],
+        "premise_level": PREMISE_LEVEL,
+        "premise_n_tests": check.n_tests,
+        "premise_worst_ratio": check.worst,
+        "stein_check_max_abs_z": (float(abs(check.stein_z[worst])) if worst is not None
+                                  else float("nan")),
+        "stein_check_worst": check.stein_labels[worst] if worst is not None else "",
+    }

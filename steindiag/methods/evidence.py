@@ -28,7 +28,7 @@ __all__ = ["MAX_REPLICATES", "EXACT_BUDGET_FLOPS", "MMD_BUDGET_PAIRS", "COVARIAN
            "replicates", "choose_estimator", "mmd_stride", "KSDTests", "ksd_test_family",
            "combined_pvalues", "Deciding", "deciding_statistics", "Agreement",
            "relabelling_min_pvalue", "agreement_evidence",
-           "Gathered", "gather", "collect", "differing_chains", "as_one_chain",
+           "Gathered", "gather", "draws_preconditioner", "collect", "differing_chains", "as_one_chain",
            "chain_values"]
 
 # The default number of replicates (or relabellings) is refused above this: an alpha so
@@ -330,6 +330,16 @@ class Gathered:
     shifts: np.ndarray
     pooled_moments: object = None
     deciding: object = None
+
+
+def draws_preconditioner(preconditioner, draws, parameter):
+    """``make_preconditioner`` of the pooled (chain, draw, d) draws; when every draw of
+    every chain is one point (no chain ever moved: nothing to scale, and every chain is
+    "does not fit" before any test), the identity, recorded as such."""
+    flat = draws.reshape(-1, draws.shape[-1])
+    if flat.shape[0] > 0 and np.all(flat == flat[:1]):
+        preconditioner = "identity"
+    return make_preconditioner(preconditioner, flat, parameter)
 
 
 def _chains(prepared, active):

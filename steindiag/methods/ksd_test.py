@@ -99,13 +99,14 @@ class TestPlan:
             scores=np.ascontiguousarray(prepared.scores[rows, self.kept]), draw=self.kept[0])
 
 
-def plan_test(prepared, bootstrap, *, has_chains, estimator, rng):
+def plan_test(prepared, bootstrap, *, has_chains, estimator, rng, damped=False):
     """The :class:`TestPlan` of ``bootstrap`` on the draws ("auto": "wild" for chains,
-    "iid" for one sample of independent draws). ``rng`` draws the Nyström test's offsets
-    of thinned chains (nothing otherwise)."""
+    "thinned" for chains with the damped statistic, which the wild bootstrap does not
+    have; "iid" for one sample of independent draws). ``rng`` draws the Nyström test's
+    offsets of thinned chains (nothing otherwise)."""
     n_chain, n_draw, _ = prepared.draws.shape
     if bootstrap == "auto":
-        bootstrap = "wild" if has_chains else "iid"
+        bootstrap = ("thinned" if damped else "wild") if has_chains else "iid"
     tau = np.array([
         integrated_autocorrelation_time(
             np.concatenate([prepared.draws[ch], prepared.scores[ch]], axis=1)).max()

@@ -7,7 +7,8 @@ caller's own container, or a report. None of them reads input or runs a method.
 - ``ksd``: the Datasets of ``ksd`` and ``ksd_path``, and the attrs every KSD result carries;
 - ``ksd_test``: the Dataset of ``ksd_test`` (statistics, p-values, the bootstrap plan);
 - ``mmd``: the DataArray of ``mmd`` (MMD^2, the p-values as its coordinates);
-- ``diagnosis``: :class:`Diagnosis`, its report, the advice chosen by the reason's code;
+- ``diagnosis``: :class:`Diagnosis`, the labelled result of ``diagnose``;
+- ``report``: the report it prints, the advice chosen by the pooled reason's code;
 - ``weights``: the DataArray of ``stein_weights`` and the table of ``weighted_summary``;
 - ``thinning``: the thinned draws in the input's own type, and ``SteinThinning``;
 - ``variational``: the moved draws in the input's type, and ``SteinVariational``;

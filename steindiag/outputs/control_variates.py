@@ -4,13 +4,35 @@ import numpy as np
 import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
+from steindiag.methods.cv_checks import PREMISE_LEVEL
 
-__all__ = ["cv_dataset", "NOT_FITTING_MESSAGE"]
+__all__ = ["cv_dataset", "NOT_FITTING_MESSAGE", "premise_message"]
 
 NOT_FITTING_MESSAGE = (
     "control_variates: the diagnosis says the draws do not fit the target "
     "(verdict_pooled = 'does not fit'); control variates reduce variance but do not "
     "remove bias, so no improvement is claimed and the plain estimates are reported.")
+
+
+def premise_message(result, limit=6):
+    """The warning for failed premise checks, naming the failed tests (worst first), or
+    None when they passed."""
+    failed = result.check.failed
+    if not failed:
+        return None
+    named = "; ".join(f"{label}: z = {z:.3g} (threshold {bound:.3g})"
+                      for label, z, bound in failed[:limit])
+    more = f"; and {len(failed) - limit} more" if len(failed) > limit else ""
+    return (
+        "control_variates: the draws and the score do not belong together, so the control "
+        "variates would return the score's answer with a falsely small error bar. Failed "
+        f"(Bonferroni over {result.check.n_tests} tests at family-wise level "
+        f"{PREMISE_LEVEL}): {named}{more}. 's', '1 + y s', "
+        "'2 y + y^2 s' test the Stein identity on the draws (a score with a wrong "
+        "constant, scale or shape, a missing log-Jacobian, or biased draws); 'shift of "
+        "ROW' tests that the fitted control variate has mean zero on held-out folds. The "
+        "plain estimates are reported for every row (cv_status 'premise failed'). Check "
+        "the score and the draws (steindiag.diagnose).")
 
 
 def cv_dataset(result, labels, prepared, verdict):
@@ -31,7 +53,19 @@ def cv_dataset(result, labels, prepared, verdict):
                                {"long_name": "mcse_mean^2 / mcse_mean_cv^2"}),
         "cv_applied": ("label", result.cv_applied,
                        {"long_name": "whether mean_cv uses the control variate (else the "
-                                     "plain mean: the control variate did not lower the MCSE)"}),
+                                     "plain mean: see cv_status)"}),
+        "cv_status": ("label", np.asarray(result.cv_status, dtype=str),
+                      {"long_name": "why the control variate is used or not: 'applied', "
+                                    "'no gain' (its MCSE is not lower), 'premise failed' (the "
+                                    "draws and the score do not belong together), "
+                                    "'diagnosis: does not fit'"}),
+        "shift_z": ("label", result.shift_z,
+                    {"long_name": "fitted shift (mean_cv - mean) over the MCSE of the "
+                                  "cross-fitted control variate: a premise check, NaN where "
+                                  "not tested (the control variate gave no gain)"}),
+        "shift_in_mcse": ("label", result.shift_in_mcse,
+                          {"long_name": "fitted shift (mean_cv - mean) over the plain "
+                                        "mcse_mean"}),
     }
     attrs = {
         **result.attrs,

@@ -1,4 +1,7 @@
-"""Shared checks and helpers of the plots (validation, figures, log ticks)."""
+"""Shared checks and helpers of the plots (validation, figures, log ticks), and the parts of
+arviz-plots' template every plot shares: ``plot_collection=``, ``labeller=``,
+``aes_by_visuals=``, ``stats=`` (a precomputed result, or the keyword arguments of the
+public function that computes it from draws)."""
 
 import numpy as np
 import xarray as xr
@@ -84,18 +87,30 @@ def _check_bool(value, name):
     return bool(value)
 
 
-def _check_target(ax, backend, show):
+def _check_target(ax, backend, show, plot_collection=None):
     show = _check_bool(show, "show")
     if ax is not None and backend is not None:
         raise ValueError(
             "ax and backend cannot be used together: ax= draws with plain matplotlib, "
             "backend= selects an arviz-plots backend."
         )
+    if ax is not None and plot_collection is not None:
+        raise ValueError(
+            "ax and plot_collection cannot be used together: ax= draws with plain "
+            "matplotlib, plot_collection= draws into an arviz-plots PlotCollection."
+        )
+    if plot_collection is not None and not hasattr(plot_collection, "map"):
+        raise TypeError(
+            "plot_collection must be an arviz_plots.PlotCollection; got "
+            f"{type(plot_collection).__name__}."
+        )
     return show
 
 
-def _use_arviz_plots(ax, backend):
+def _use_arviz_plots(ax, backend, plot_collection=None):
     """ArviZ 1.x look (arviz_plots) unless the caller passed a matplotlib ``ax``."""
+    if plot_collection is not None:
+        return True
     if ax is not None:
         return False
     try:
@@ -140,3 +155,149 @@ def _readable_log_ticks(axis):
     axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FormatStrFormatter("%g"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _no_pc_kwargs(pc_kwargs):
+    if pc_kwargs:
+        raise TypeError(
+            f"unexpected keyword arguments {sorted(pc_kwargs)}: they go to "
+            "arviz_plots.PlotCollection.wrap, which is not used with ax= or without "
+            "arviz-plots."
+        )
+
+
+# --------------------------------------------------------------------------------------
+# arviz-plots' template: aes_by_visuals, stats, labeller, plot_collection
+# --------------------------------------------------------------------------------------
+
+
+def _check_aes_by_visuals(aes_by_visuals, allowed):
+    """A copy of ``aes_by_visuals`` (visual -> aesthetics), keys checked."""
+    if aes_by_visuals is None:
+        return {}
+    if not isinstance(aes_by_visuals, dict):
+        raise TypeError(f"aes_by_visuals must be a dict; got {type(aes_by_visuals).__name__}.")
+    unknown = set(aes_by_visuals) - set(allowed)
+    if unknown:
+        raise ValueError(f"aes_by_visuals keys must be among {list(allowed)}; got "
+                         f"{sorted(unknown)}.")
+    for key, value in aes_by_visuals.items():
+        if isinstance(value, str) or not np.iterable(value):
+            raise TypeError(f"aes_by_visuals[{key!r}] must be a list of aesthetics such as "
+                            f"['color']; got {value!r}.")
+    return {key: list(value) for key, value in aes_by_visuals.items()}
+
+
+def _ignore_aes(pc, aes_by_visuals, visual, default=()):
+    """The aesthetics of ``pc`` that ``visual`` does not use (``aes_by_visuals`` or
+    ``default``), for ``PlotCollection.map(..., ignore_aes=...)``."""
+    used = aes_by_visuals.get(visual, default)
+    return set(pc.aes_set).difference(used)
+
+
+def _check_stats(stats, allowed):
+    """A copy of ``stats`` (computation -> result or keyword arguments), keys checked."""
+    if stats is None:
+        return {}
+    if not isinstance(stats, dict):
+        raise TypeError(f"stats must be a dict; got {type(stats).__name__}.")
+    unknown = set(stats) - set(allowed)
+    if unknown:
+        raise ValueError(f"stats keys must be among {list(allowed)}; got {sorted(unknown)}.")
+    return dict(stats)
+
+
+def _result_or_compute(data, stats, key, is_result, compute):
+    """arviz-plots' ``stats=`` rule: a precomputed result (``data`` itself or
+    ``stats[key]``) is drawn as it is; otherwise ``compute(data, **stats[key])`` (the public
+    function that makes that result) computes it from the draws."""
+    given = stats.get(key)
+    if given is not None and not isinstance(given, dict):
+        if data is not None:
+            raise ValueError(f"give the {key} result once: as the first argument or as "
+                             f"stats[{key!r}], not both.")
+        return given
+    if is_result(data):
+        if given:
+            raise ValueError(f"stats[{key!r}] holds keyword arguments of steindiag.{key}, "
+                             "which apply to draws; the first argument is already its result.")
+        return data
+    if data is None:
+        raise TypeError(f"nothing to plot: give draws, or the result of steindiag.{key}.")
+    return compute(data, **(given or {}))
+
+
+def _chain_labels(chains, labeller):
+    """``chain 0``, ``chain 1``, ... or, with an ArviZ labeller, its ``sel_to_str``."""
+    if labeller is None:
+        return [_chain_label(chain) for chain in chains]
+    return [labeller.sel_to_str({"chain": chain}, {"chain": i}) for i, chain in enumerate(chains)]
+
+
+def _parameter_label(label, labeller):
+    """A parameter's flat label (``theta[Choate]``) as an ArviZ labeller writes it.
+
+    The results store flat labels only: the variable name and the coordinate values are
+    read back from them, the dimensions are named ``<var>_dim_<k>`` and the positions are
+    not known (the labeller receives the coordinate values as ``isel`` too).
+    """
+    if labeller is None:
+        return str(label)
+    label = str(label)
+    if label.endswith("]") and "[" in label:
+        name, inner = label[:-1].split("[", 1)
+        values = [value.strip() for value in inner.split(",")]
+        sel = {f"{name}_dim_{k}": value for k, value in enumerate(values)}
+        return labeller.make_label_flat(name, sel, dict(sel))
+    return labeller.make_label_flat(label, {}, {})
+
+
+def _new_collection(layout, *, backend, figsize, pc_kwargs, cols=None, aes=None):
+    """A PlotCollection wrapped on ``layout`` (our figure size, ``aes`` as defaults)."""
+    from arviz_base import rcParams
+    from arviz_plots import PlotCollection
+
+    if backend is None:
+        backend = rcParams["plot.backend"]
+    pc_kwargs = dict(pc_kwargs)
+    pc_kwargs["aes"] = {**(aes or {}), **(pc_kwargs.get("aes") or {})}
+    pc_kwargs.setdefault("cols", cols if cols is not None else [])
+    figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize)
+    return PlotCollection.wrap(layout, backend=backend, figure_kwargs=figure_kwargs,
+                               **pc_kwargs)
+
+
+def _set_yticks(da, target, values, labels):
+    """arviz-plots visual: y ticks at ``values`` labelled ``labels`` (any backend)."""
+    from arviz_plots.plot_collection import backend_from_object
+
+    return backend_from_object(target).yticks(values, labels, target)
+
+
+def _suptitle(pc, text):
+    """The figure's title (matplotlib: ``Figure.suptitle``; other backends: none)."""
+    if pc.backend == "matplotlib" and text:
+        pc.viz["figure"].item().suptitle(text, fontsize="medium")
+
+
+# Verdict colours (Okabe-Ito, readable by colour-blind readers), the same on both paths.
+VERDICT_COLORS = {"fits": "#009E73", "does not fit": "#D55E00", "inconclusive": "#E69F00"}
+VERDICT_OTHER = "#999999"
+
+
+def _verdict_color(verdict):
+    return VERDICT_COLORS.get(str(verdict), VERDICT_OTHER)
+
+
+def _plain_kwargs(visual):
+    """``visual`` with DataArray keyword arguments (subset per artist by
+    ``PlotCollection.map``) passed as plain values: colours and sizes per chain."""
+
+    def wrapped(da, target, **kwargs):
+        kwargs = {key: (value.item() if value.ndim == 0 else value.values)
+                  if isinstance(value, xr.DataArray) else value
+                  for key, value in kwargs.items()}
+        return visual(da, target, **kwargs)
+
+    wrapped.__name__ = getattr(visual, "__name__", "visual")
+    return wrapped

@@ -3,13 +3,19 @@
 import numpy as np
 import xarray as xr
 
+from steindiag._ksd import ksd
 from steindiag.plots._common import (
-    _chain_label,
+    _chain_labels,
+    _check_aes_by_visuals,
     _check_dataset,
+    _check_stats,
     _check_target,
     _check_visuals,
     _figure_kwargs,
+    _ignore_aes,
     _new_figure,
+    _no_pc_kwargs,
+    _result_or_compute,
     _readable_log_ticks,
     _select,
     _use_arviz_plots,
@@ -29,15 +35,21 @@ def _chains_table(result):
     return result, n_final
 
 
-def plot_ksd_chains(result, *, coords=None, visuals=None, ax=None, figsize=None, backend=None,
+def _is_ksd_result(value):
+    return isinstance(value, xr.Dataset) and "ksd" in value.data_vars
+
+
+def plot_ksd_chains(result, *, coords=None, visuals=None, plot_collection=None, backend=None,
+                    labeller=None, aes_by_visuals=None, stats=None, ax=None, figsize=None,
                     show=False, **pc_kwargs):
     """Final KSD of every chain against its i.i.d. floor, one row per chain plus pooled.
 
     Parameters
     ----------
-    result : xarray.Dataset
+    result : xarray.Dataset or draws
         Output of :func:`steindiag.ksd` (``ksd`` with dims (chain,)) or of
-        :func:`steindiag.ksd_path` (the last n is used).
+        :func:`steindiag.ksd_path` (the last n is used). Anything else is taken as draws:
+        ``steindiag.ksd(result, **stats["ksd"])``.
     coords : dict, optional
         Subset of chains, e.g. ``{"chain": [0, 1]}``.
     visuals : dict, optional
@@ -45,12 +57,25 @@ def plot_ksd_chains(result, *, coords=None, visuals=None, ax=None, figsize=None,
         ``"ksd"`` (a marker per chain at its KSD), ``"ksd_iid"`` (a bar at its floor),
         ``"segment"`` (the line from floor to KSD) and ``"ratio"`` (the text
         KSD / floor). The x label says which marker is which.
+    plot_collection : arviz_plots.PlotCollection, optional
+        Draw into this PlotCollection (one plot) instead of a new one.
+    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
+        arviz-plots backend (needs arviz-plots).
+    labeller : arviz labeller, optional
+        Writes the chains' row labels (``sel_to_str``; e.g. ``DimCoordLabeller()``).
+    aes_by_visuals : dict, optional
+        Visual -> list of the PlotCollection's aesthetics it uses (keys as ``visuals``).
+        Default: the chains' ``"ksd"``, ``"ksd_iid"``, ``"segment"`` and ``"ratio"`` use
+        every aesthetic (a new PlotCollection maps ``color`` to ``chain``; the floor,
+        segment and ratio keep their grey unless ``visuals`` says otherwise); the pooled
+        row none.
+    stats : dict, optional
+        ``{"ksd": result}`` or ``{"ksd": {"model": model}}`` (keyword arguments of
+        :func:`steindiag.ksd` when the first argument is draws).
     ax : matplotlib.axes.Axes, optional
         Draw with plain matplotlib into this axes, even when arviz-plots is installed.
     figsize : (float, float), optional
         Figure size in inches when a new figure is created (default grows with chains).
-    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
-        arviz-plots backend (needs arviz-plots).
     show : bool, default False
         Call the backend's ``show`` after drawing.
     **pc_kwargs
@@ -88,19 +113,24 @@ def plot_ksd_chains(result, *, coords=None, visuals=None, ax=None, figsize=None,
     ['chain 0', 'chain 1', 'chain 2', 'chain 3', 'pooled']
     >>> plt.close(fig)
     """
-    _check_dataset(result, "result", "ksd", [("chain",), ("chain", "n")])
     visuals = _check_visuals(visuals, _PLOT_CHAINS_VISUALS)
-    show = _check_target(ax, backend, show)
+    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _PLOT_CHAINS_VISUALS)
+    stats = _check_stats(stats, ("ksd",))
+    show = _check_target(ax, backend, show, plot_collection)
+    if isinstance(result, (np.ndarray, list, tuple)) and "ksd" not in stats:
+        raise TypeError("result must be the xarray.Dataset returned by steindiag.ksd, or "
+                        f"draws with stats={{'ksd': {{...}}}}; got {type(result).__name__}.")
+    result = _result_or_compute(result, stats, "ksd", _is_ksd_result, ksd)
+    _check_dataset(result, "result", "ksd", [("chain",), ("chain", "n")])
     result = _select(result, coords, "result")
     result, n_final = _chains_table(result)
-    if _use_arviz_plots(ax, backend):
-        return _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc_kwargs)
-    if pc_kwargs:
-        raise TypeError(
-            f"unexpected keyword arguments {sorted(pc_kwargs)}: they go to "
-            "arviz_plots.PlotCollection.wrap, which is not used with ax= or without arviz-plots."
-        )
-    return _plot_chains_matplotlib(result, n_final, visuals, ax, figsize, show)
+    labels = _chain_labels(result["chain"].values, labeller)
+    if _use_arviz_plots(ax, backend, plot_collection):
+        return _plot_chains_collection(result, n_final, labels, plot_collection,
+                                       aes_by_visuals, visuals, figsize, backend, show,
+                                       pc_kwargs)
+    _no_pc_kwargs(pc_kwargs)
+    return _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show)
 
 
 def _chains_layout(result):
@@ -108,8 +138,7 @@ def _chains_layout(result):
     # Chains from the top, a gap, then pooled at the bottom.
     positions = np.arange(n_chain, 0, -1, dtype=np.float64) + 0.5
     pooled_position = 0.0
-    labels = [_chain_label(chain) for chain in result["chain"].values]
-    return positions, pooled_position, labels
+    return positions, pooled_position
 
 
 def _ratio_text(ratio):
@@ -124,10 +153,10 @@ def _xlabel_chains(n_final):
 _CHAINS_TITLE = "Final KSD per chain (numbers: KSD / i.i.d. floor)"
 
 
-def _plot_chains_matplotlib(result, n_final, visuals, ax, figsize, show):
+def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show):
     import matplotlib.pyplot as plt
 
-    positions, pooled_position, labels = _chains_layout(result)
+    positions, pooled_position = _chains_layout(result)
     fig, ax, _ = _new_figure(ax, figsize, (7.5, 1.6 + 0.4 * (len(positions) + 2)))
     ksd = np.append(result["ksd"].values, result["ksd_pooled"].values)
     floor = np.append(result["ksd_iid"].values, result["ksd_iid_pooled"].values)
@@ -167,7 +196,8 @@ def _plot_chains_matplotlib(result, n_final, visuals, ax, figsize, show):
     return fig
 
 
-def _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc_kwargs):
+def _plot_chains_collection(result, n_final, labels, pc, aes_by_visuals, visuals, figsize,
+                            backend, show, pc_kwargs):
     from arviz_base import rcParams
     from arviz_plots import PlotCollection
     from arviz_plots.plot_collection import backend_from_object
@@ -186,17 +216,25 @@ def _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc
     def set_yticks(da, target, values, labels):
         return backend_from_object(target).yticks(values, labels, target)
 
-    if backend is None:
-        backend = rcParams["plot.backend"]
-    positions, pooled_position, labels = _chains_layout(result)
-    pc_kwargs = dict(pc_kwargs)
-    pc_kwargs.setdefault("aes", {"color": ["chain"]})
-    figure_kwargs = _figure_kwargs(pc_kwargs, backend,
-                                   figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)))
-    pc = PlotCollection.wrap(
-        result[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs, **pc_kwargs
-    )
+    positions, pooled_position = _chains_layout(result)
+    if pc is None:
+        if backend is None:
+            backend = rcParams["plot.backend"]
+        pc_kwargs = dict(pc_kwargs)
+        pc_kwargs.setdefault("aes", {"color": ["chain"]})
+        figure_kwargs = _figure_kwargs(pc_kwargs, backend,
+                                       figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)))
+        pc = PlotCollection.wrap(
+            result[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs,
+            **pc_kwargs
+        )
+    else:
+        _no_pc_kwargs(pc_kwargs)
     no_aes = set(pc.aes_set)
+
+    def ignore(key):
+        # The chains' visuals use every aesthetic by default (one artist per chain).
+        return _ignore_aes(pc, aes_by_visuals, key, default=pc.aes_set)
     chain_rows = xr.DataArray(positions, dims=["chain"], coords={"chain": result["chain"]})
     ksd, floor = result["ksd"], result["ksd_iid"]
     ksd_pooled, floor_pooled = result["ksd_pooled"], result["ksd_iid_pooled"]
@@ -207,26 +245,28 @@ def _plot_chains_collection(result, n_final, visuals, figsize, backend, show, pc
 
     kw = _visual_kwargs(visuals, "segment", {"color": "B2", "width": 1.2})
     if kw is not None:
-        pc.map(line_xy, "segment", data=segment(ksd, floor, chain_rows).rename("segment"), **kw)
+        pc.map(line_xy, "segment", data=segment(ksd, floor, chain_rows).rename("segment"),
+               ignore_aes=ignore("segment"), **kw)
         pooled_row = xr.DataArray(pooled_position)
         pc.map(line_xy, "segment_pooled",
                data=segment(ksd_pooled, floor_pooled, pooled_row).rename("segment_pooled"),
                ignore_aes=no_aes, **kw)
     kw = _visual_kwargs(visuals, "ksd_iid", {"color": "B1", "marker": "|", "size": 160, "width": 2})
     if kw is not None:
-        pc.map(scatter_xy, "ksd_iid", data=floor, y=chain_rows, **kw)
+        pc.map(scatter_xy, "ksd_iid", data=floor, y=chain_rows, ignore_aes=ignore("ksd_iid"),
+               **kw)
         pc.map(scatter_xy, "ksd_iid_pooled", data=floor_pooled, y=pooled_position,
                ignore_aes=no_aes, **kw)
     kw = _visual_kwargs(visuals, "ksd", {"marker": "o", "size": 50})
     if kw is not None:
-        pc.map(scatter_xy, "ksd", data=ksd, y=chain_rows, **kw)
+        pc.map(scatter_xy, "ksd", data=ksd, y=chain_rows, ignore_aes=ignore("ksd"), **kw)
         pc.map(scatter_xy, "ksd_pooled", data=ksd_pooled, y=pooled_position, ignore_aes=no_aes,
                **{"color": "B1", **kw})
     kw = _visual_kwargs(visuals, "ratio", {"color": "B1", "horizontal_align": "left",
                                            "vertical_align": "center", "size": 9})
     if kw is not None:
         pc.map(annotate_xy, "ratio", data=(ksd / floor).rename("ratio"), text=_ratio_text,
-               x=np.maximum(ksd, floor) * 1.12, y=chain_rows, **kw)
+               x=np.maximum(ksd, floor) * 1.12, y=chain_rows, ignore_aes=ignore("ratio"), **kw)
         pc.map(annotate_xy, "ratio_pooled", data=(ksd_pooled / floor_pooled).rename("ratio_pooled"),
                text=_ratio_text, x=float(np.maximum(ksd_pooled, floor_pooled)) * 1.12,
                y=pooled_position, ignore_aes=no_aes, **kw)

@@ -3,7 +3,22 @@
 import numpy as np
 import xarray as xr
 
-from steindiag.plots._common import _check_bool, _new_figure
+from steindiag._mmd import mmd
+from steindiag.plots._common import (
+    _check_stats,
+    _check_target,
+    _check_visuals,
+    _new_collection,
+    _no_pc_kwargs,
+    _plain_kwargs,
+    _result_or_compute,
+    _set_yticks,
+    _use_arviz_plots,
+    _visual_kwargs,
+    _new_figure,
+)
+
+_VISUALS = ("cells", "labels", "flags", "title")
 
 
 def _check_mmd_result(result):
@@ -30,40 +45,67 @@ def _check_mmd_result(result):
     return result, pvalue
 
 
-def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figsize=None,
-             show=False):
+def _is_mmd_result(value):
+    # Any DataArray is taken as a result (and checked): draws come as arrays or traces.
+    return isinstance(value, xr.DataArray) or (
+        isinstance(value, xr.Dataset) and "mmd2" in value.data_vars)
+
+
+def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collection=None,
+             backend=None, labeller=None, visuals=None, stats=None, ax=None, figsize=None,
+             show=False, **pc_kwargs):
     """Heat map of the MMD^2 between every pair of chains, with p-values if computed.
 
     Parameters
     ----------
-    result : xarray.DataArray
+    result : xarray.DataArray or draws
         Output of :func:`steindiag.mmd` without ``other``: MMD^2 with dims
         (``chain``, ``chain_other``), and its ``pvalue`` coordinate if permutations
         were run. A Dataset holding it as ``mmd2`` (a result saved and read back) is
-        accepted too.
+        accepted too. Anything else is taken as draws:
+        ``steindiag.mmd(result, **stats["mmd"])``.
     alpha : float, default 0.01
         Pairs with p-value below alpha are outlined in red (when p-values are present).
     annotate : bool, default True
         Write each pair's MMD^2 (and p-value) in its cell.
     cmap : str or matplotlib colormap, default "viridis"
+    plot_collection : arviz_plots.PlotCollection, optional
+        Draw into this PlotCollection (one plot) instead of a new one.
+    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
+        arviz-plots backend (needs arviz-plots).
+    labeller : arviz labeller, optional
+        Writes the chain labels (``sel_to_str``).
+    visuals : dict, optional
+        PlotCollection path: ``False`` hides a visual, a dict passes keyword arguments to
+        it. Keys: ``"cells"`` (a filled square per pair), ``"labels"`` (the numbers),
+        ``"flags"`` (the red outlines), ``"title"``. The heat map has no aesthetic
+        mapping, so there is no ``aes_by_visuals=``.
+    stats : dict, optional
+        ``{"mmd": result}`` or ``{"mmd": {"n_permutations": 1000, "rng": 0}}``
+        (keyword arguments of :func:`steindiag.mmd` when the first argument is draws).
     ax : matplotlib.axes.Axes, optional
-        Draw into this axes; otherwise a new figure is created.
+        Draw with plain matplotlib into this axes (an image and a colour bar), even when
+        arviz-plots is installed.
     figsize : (float, float), optional
     show : bool, default False
-        Call ``matplotlib.pyplot.show`` after drawing.
+        Call the backend's ``show`` after drawing.
+    **pc_kwargs
+        Passed to :meth:`arviz_plots.PlotCollection.wrap`.
 
     Returns
     -------
-    matplotlib.figure.Figure
-        The image has gid ``"mmd2"`` and holds the MMD^2 values unchanged (negative
-        values of the unbiased estimate included); the colour scale starts at 0.
+    arviz_plots.PlotCollection or matplotlib.figure.Figure
+        With arviz-plots and no ``ax``: a PlotCollection whose ``viz["cells"]`` holds one
+        filled square per pair (coloured on the same scale: ``cmap`` from 0 to the
+        largest value; the numbers are written in the cells). Otherwise the matplotlib
+        Figure: the image has gid ``"mmd2"`` and holds the MMD^2 values unchanged
+        (negative values of the unbiased estimate included); the colour scale starts at 0.
 
     Notes
     -----
     Chains that sample the same distribution have MMD^2 near 0 (the unbiased estimate
     fluctuates around 0 and can be slightly negative); a chain in a different region of
-    the space (another mode) stands out as a bright row and column. Drawn with
-    matplotlib on every install (arviz-plots has no heat-map layout for it).
+    the space (another mode) stands out as a bright row and column.
 
     Examples
     --------
@@ -73,22 +115,40 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figs
     >>> import numpy as np, steindiag
     >>> x = np.random.default_rng(0).standard_normal((4, 300, 2))
     >>> x[3] += 2.0
-    >>> fig = steindiag.plot_mmd(steindiag.mmd(x, n_permutations=100, rng=0))
-    >>> fig.axes[0].get_xlabel()
+    >>> fig, ax = plt.subplots()
+    >>> fig = steindiag.plot_mmd(steindiag.mmd(x, n_permutations=100, rng=0), ax=ax)
+    >>> ax.get_xlabel()
     'chain'
     >>> plt.close(fig)
     """
-    result, pvalue = _check_mmd_result(result)
-    annotate = _check_bool(annotate, "annotate")
-    show = _check_bool(show, "show")
+    stats = _check_stats(stats, ("mmd",))
+    visuals = _check_visuals(visuals, _VISUALS)
+    show = _check_target(ax, backend, show, plot_collection)
+    if not isinstance(annotate, (bool, np.bool_)):
+        raise TypeError(f"annotate must be True or False; got {type(annotate).__name__}.")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not (
             0 < alpha < 1):
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
+    if isinstance(result, (np.ndarray, list, tuple)) and "mmd" not in stats:
+        raise TypeError("result must be the xarray.DataArray returned by steindiag.mmd, or "
+                        f"draws with stats={{'mmd': {{...}}}}; got {type(result).__name__}.")
+    result, pvalue = _check_mmd_result(_result_or_compute(result, stats, "mmd",
+                                                          _is_mmd_result, mmd))
+    if labeller is None:
+        rows = [str(v) for v in result["chain"].values]
+        columns = [str(v) for v in result["chain_other"].values]
+    else:
+        rows = [labeller.sel_to_str({"chain": v}, {"chain": i})
+                for i, v in enumerate(result["chain"].values)]
+        columns = [labeller.sel_to_str({"chain": v}, {"chain": i})
+                   for i, v in enumerate(result["chain_other"].values)]
+    if _use_arviz_plots(ax, backend, plot_collection):
+        return _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap,
+                                plot_collection, backend, visuals, figsize, show, pc_kwargs)
+    _no_pc_kwargs(pc_kwargs)
     import matplotlib.pyplot as plt
 
     values = result.values
-    rows = [str(v) for v in result["chain"].values]
-    columns = [str(v) for v in result["chain_other"].values]
     n_row, n_column = values.shape
     fig, ax, _ = _new_figure(ax, figsize, (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row))
     vmax = max(float(np.nanmax(values)), np.finfo(float).tiny)
@@ -113,10 +173,89 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", ax=None, figs
             if pvalue is not None and pvalue[i, j] < alpha:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
                                            edgecolor="r", linewidth=2, gid=f"flag[{i},{j}]"))
-    title = "MMD$^2$ between chains"
-    if pvalue is not None:
-        title += f" (red: p < {alpha:g}, {result.attrs.get('n_permutations', '?')} permutations)"
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(_title(result, pvalue, alpha), fontsize="medium")
     if show:
         plt.show()
     return fig
+
+
+def _title(result, pvalue, alpha):
+    title = "MMD$^2$ between chains"
+    if pvalue is not None:
+        title += f" (red: p < {alpha:g}, {result.attrs.get('n_permutations', '?')} permutations)"
+    return title
+
+
+def _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap, pc, backend,
+                     visuals, figsize, show, pc_kwargs):
+    import matplotlib
+
+    from arviz_plots.visuals import (annotate_xy, fill_between_y, labelled_title, labelled_x,
+                                     labelled_y, line_xy, set_xlim, set_xticks, set_ylim)
+
+    fill_between_y, annotate_xy = _plain_kwargs(fill_between_y), _plain_kwargs(annotate_xy)
+    values = result.transpose("chain", "chain_other").values
+    n_row, n_column = values.shape
+    if pc is None:
+        pc = _new_collection(xr.Dataset({"mmd2": xr.DataArray(0.0)}), backend=backend,
+                             figsize=figsize or (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row),
+                             pc_kwargs=pc_kwargs)
+    elif pc_kwargs:
+        _no_pc_kwargs(pc_kwargs)
+    colormap = matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap
+    vmax = max(float(np.nanmax(values)), np.finfo(float).tiny)
+    shade = np.clip(values / vmax, 0.0, 1.0)
+    colors = np.vectorize(lambda v: matplotlib.colors.to_hex(colormap(v)), otypes=[object])(
+        shade)
+    # Row i at height n_row - 1 - i: the first chain on top, as in the matplotlib image.
+    heights = n_row - 1 - np.arange(n_row, dtype=np.float64)
+    cells = xr.DataArray(values, dims=["chain", "chain_other"], name="mmd2")
+    no_aes = set(pc.aes_set)
+    kw = _visual_kwargs(visuals, "cells", {"alpha": 1.0})
+    kw_labels = _visual_kwargs(visuals, "labels", {"size": 8, "horizontal_align": "center",
+                                                  "vertical_align": "center"})
+    kw_flags = _visual_kwargs(visuals, "flags", {"color": "red", "width": 2.0})
+    for i in range(n_row):
+        for j in range(n_column):
+            x = np.array([j - 0.5, j + 0.5])
+            cell = cells.isel(chain=i, chain_other=j)
+            if kw is not None:
+                pc.map(fill_between_y, f"cells_{i}_{j}", data=cell.rename("mmd2"), x=x,
+                       y_bottom=np.full(2, heights[i] - 0.5), y_top=np.full(2, heights[i] + 0.5),
+                       ignore_aes=no_aes, **{"color": colors[i, j], **kw})
+            if rows[i] == columns[j]:
+                continue
+            if annotate and kw_labels is not None:
+                text = f"{values[i, j]:.2g}"
+                if pvalue is not None:
+                    text += f"\np={pvalue[i, j]:.2g}"
+                pc.map(annotate_xy, f"labels_{i}_{j}", data=cell, text=text, x=float(j),
+                       y=heights[i], ignore_aes=no_aes,
+                       **{"color": "black" if shade[i, j] > 0.6 else "white", **kw_labels})
+            if pvalue is not None and pvalue[i, j] < alpha and kw_flags is not None:
+                outline = xr.DataArray(
+                    [[j - 0.5, j + 0.5, j + 0.5, j - 0.5, j - 0.5],
+                     heights[i] + np.array([-0.5, -0.5, 0.5, 0.5, -0.5])],
+                    dims=["plot_axis", "corner"], coords={"plot_axis": ["x", "y"]},
+                    name="mmd2")
+                pc.map(line_xy, f"flags_{i}_{j}", data=outline, ignore_aes=no_aes, **kw_flags)
+    anchor = xr.DataArray(0.0, name="mmd2")
+    pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
+           limits=(-0.5, n_column - 0.5))
+    pc.map(set_ylim, "ylim", data=anchor, ignore_aes=no_aes, store_artist=False,
+           limits=(-0.5, n_row - 0.5))
+    pc.map(set_xticks, "xticks", data=anchor, ignore_aes=no_aes, store_artist=False,
+           values=list(range(n_column)), labels=columns)
+    pc.map(_set_yticks, "yticks", data=anchor, ignore_aes=no_aes, store_artist=False,
+           values=list(heights), labels=rows)
+    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="chain", color="B1")
+    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text="chain", color="B1")
+    kw = _visual_kwargs(visuals, "title", {"color": "B1", "size": 10})
+    if kw is not None:
+        pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes,
+               text=_title(result, pvalue, alpha).replace("MMD$^2$", "MMD^2")
+               + f"\ncolour: {cmap if isinstance(cmap, str) else 'cmap'} from 0 to {vmax:.2g}",
+               **kw)
+    if show:
+        pc.show()
+    return pc

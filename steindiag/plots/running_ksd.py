@@ -3,13 +3,19 @@
 import numpy as np
 import xarray as xr
 
+from steindiag._ksd import ksd_path
 from steindiag.plots._common import (
-    _chain_label,
+    _chain_labels,
+    _check_aes_by_visuals,
     _check_dataset,
+    _check_stats,
     _check_target,
     _check_visuals,
     _figure_kwargs,
+    _ignore_aes,
     _new_figure,
+    _no_pc_kwargs,
+    _result_or_compute,
     _select,
     _use_arviz_plots,
     _visual_kwargs,
@@ -35,15 +41,22 @@ def _slope_guide(n, ksd_pooled):
     return n_guide, ksd_pooled[start] * np.sqrt(n[start] / n_guide)
 
 
-def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=None,
+def _is_path(value):
+    return isinstance(value, xr.Dataset) and "ksd" in value.data_vars and "n" in value.dims
+
+
+def plot_ksd(path, *, coords=None, visuals=None, plot_collection=None, backend=None,
+             labeller=None, aes_by_visuals=None, stats=None, ax=None, figsize=None,
              show=False, **pc_kwargs):
     """Running KSD against the number of draws, per chain and pooled, on log-log axes.
 
     Parameters
     ----------
-    path : xarray.Dataset
+    path : xarray.Dataset or draws
         Output of :func:`steindiag.ksd_path`: ``ksd`` (chain, n), ``ksd_pooled`` (n),
-        ``ksd_iid`` (chain, n) and ``ksd_iid_pooled`` (n).
+        ``ksd_iid`` (chain, n) and ``ksd_iid_pooled`` (n). Anything else is taken as
+        draws: ``steindiag.ksd_path(path, **stats["ksd_path"])`` (a trace with stored
+        scores needs no keyword argument).
     coords : dict, optional
         Subset to plot, e.g. ``{"chain": [0, 2]}`` or ``{"n": slice(100, None)}``.
         The pooled lines always describe all chains of the run.
@@ -59,13 +72,29 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
         * ``"ksd_iid_pooled"``: the pooled i.i.d. floor (black, dotted);
         * ``"guide"``: a slope -1/2 line through the pooled curve at about n_max / 100;
         * ``"legend"``: the legend.
+    plot_collection : arviz_plots.PlotCollection, optional
+        Draw into this PlotCollection instead of a new one: one made by an earlier call
+        (to overlay another run) or your own, e.g. ``PlotCollection.wrap(path[["ksd"]],
+        cols=[], aes={"color": ["chain"], "linestyle": ["chain"]})``.
+    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
+        arviz-plots backend (needs arviz-plots). Defaults to arviz-plots' own default.
+    labeller : arviz labeller, optional
+        Writes the chains' legend labels on the matplotlib path (``sel_to_str``; e.g.
+        ``DimCoordLabeller()`` gives "chain: 0"); the PlotCollection's legend shows the
+        chain coordinate.
+    aes_by_visuals : dict, optional
+        Visual -> list of the PlotCollection's aesthetics it uses (keys as ``visuals``).
+        Default: ``"ksd"`` and ``"ksd_iid"`` use every aesthetic (a new PlotCollection
+        maps ``color`` to ``chain``), the pooled lines and the guide none.
+    stats : dict, optional
+        ``{"ksd_path": result}`` (instead of the first argument) or ``{"ksd_path":
+        {"model": model, "n_points": 40}}``, keyword arguments of
+        :func:`steindiag.ksd_path` when the first argument is draws.
     ax : matplotlib.axes.Axes, optional
         Draw with plain matplotlib into this axes (ArviZ 0.x convention), even when
         arviz-plots is installed.
     figsize : (float, float), optional
         Figure size in inches when a new figure is created.
-    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
-        arviz-plots backend (needs arviz-plots). Defaults to arviz-plots' own default.
     show : bool, default False
         Call the backend's ``show`` after drawing.
     **pc_kwargs
@@ -106,37 +135,44 @@ def plot_ksd(path, *, coords=None, visuals=None, ax=None, figsize=None, backend=
     ('log', 'log')
     >>> plt.close(fig)
     """
-    _check_dataset(path, "path", "ksd_path", [("chain", "n")])
     visuals = _check_visuals(visuals, _PLOT_KSD_VISUALS)
-    show = _check_target(ax, backend, show)
+    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _PLOT_KSD_VISUALS)
+    stats = _check_stats(stats, ("ksd_path",))
+    show = _check_target(ax, backend, show, plot_collection)
+    if isinstance(path, xr.Dataset) and "ksd" in path.data_vars:
+        _check_dataset(path, "path", "ksd_path", [("chain", "n")])
+    elif isinstance(path, (np.ndarray, list, tuple)) and "ksd_path" not in stats:
+        # An array has no stored scores: without a score there is nothing to compute.
+        raise TypeError("path must be the xarray.Dataset returned by steindiag.ksd_path, or "
+                        f"draws with stats={{'ksd_path': {{...}}}}; got {type(path).__name__}.")
+    path = _result_or_compute(path, stats, "ksd_path", _is_path, ksd_path)
+    _check_dataset(path, "path", "ksd_path", [("chain", "n")])
     path = _select(path, coords, "path")
     if path.sizes["n"] < 2:
         raise ValueError(
             f"path must hold at least 2 values of n to draw a curve; got {path.sizes['n']}."
         )
-    if _use_arviz_plots(ax, backend):
-        return _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs)
-    if pc_kwargs:
-        raise TypeError(
-            f"unexpected keyword arguments {sorted(pc_kwargs)}: they go to "
-            "arviz_plots.PlotCollection.wrap, which is not used with ax= or without arviz-plots."
-        )
-    return _plot_ksd_matplotlib(path, visuals, ax, figsize, show)
+    if _use_arviz_plots(ax, backend, plot_collection):
+        return _plot_ksd_collection(path, plot_collection, aes_by_visuals, visuals, figsize,
+                                    backend, show, pc_kwargs)
+    _no_pc_kwargs(pc_kwargs)
+    return _plot_ksd_matplotlib(path, visuals, labeller, ax, figsize, show)
 
 
-def _plot_ksd_matplotlib(path, visuals, ax, figsize, show):
+def _plot_ksd_matplotlib(path, visuals, labeller, ax, figsize, show):
     import matplotlib.pyplot as plt
 
     fig, ax, created = _new_figure(ax, figsize, (8.0, 4.5))
     n = path["n"].values
     chains = path["chain"].values
+    names = _chain_labels(chains, labeller)
 
     # Drawn in legend order; zorder keeps the floors under the curves.
     kw_chain = _visual_kwargs(visuals, "ksd", {"linewidth": 1.4, "alpha": 0.9, "zorder": 2.2})
     if kw_chain is not None:
         for i, chain in enumerate(chains):
             line, = ax.plot(n, path["ksd"].values[i], **{
-                "color": f"C{i % 10}", "label": _chain_label(chain), **kw_chain})
+                "color": f"C{i % 10}", "label": names[i], **kw_chain})
             line.set_gid(f"ksd[{chain}]")
     kw_pooled = _visual_kwargs(visuals, "ksd_pooled", {
         "color": "k", "linewidth": 2.4, "zorder": 2.4, "label": "pooled (all chains)"})
@@ -193,40 +229,47 @@ def _neutral_entry(line, kw_iid):
                   linewidth=line.get_linewidth(), alpha=line.get_alpha())
 
 
-def _plot_ksd_collection(path, visuals, figsize, backend, show, pc_kwargs):
+def _plot_ksd_collection(path, pc, aes_by_visuals, visuals, figsize, backend, show,
+                         pc_kwargs):
     from arviz_base import rcParams
     from arviz_plots import PlotCollection
     from arviz_plots.visuals import labelled_x, labelled_y, line_xy, set_xscale, set_yscale
 
-    if backend is None:
-        backend = rcParams["plot.backend"]
-    pc_kwargs = dict(pc_kwargs)
-    pc_kwargs.setdefault("aes", {"color": ["chain"]})
-    figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize or (8.0, 4.5))
-    pc = PlotCollection.wrap(
-        path[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs, **pc_kwargs
-    )
+    if pc is None:
+        if backend is None:
+            backend = rcParams["plot.backend"]
+        pc_kwargs = dict(pc_kwargs)
+        pc_kwargs.setdefault("aes", {"color": ["chain"]})
+        figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize or (8.0, 4.5))
+        pc = PlotCollection.wrap(
+            path[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs, **pc_kwargs
+        )
+    else:
+        _no_pc_kwargs(pc_kwargs)
     n = path["n"]
     no_aes = set(pc.aes_set)
 
-    kw = _visual_kwargs(visuals, "ksd_iid", {"linestyle": "C1", "width": 0.9})
-    if kw is not None:
-        # One line per chain, each in its chain's colour (the chain aesthetic).
-        pc.map(line_xy, "ksd_iid", data=path["ksd_iid"], x=n, **kw)
-    kw = _visual_kwargs(visuals, "ksd", {"width": 1.4})
-    if kw is not None:
-        pc.map(line_xy, "ksd", data=path["ksd"], x=n, **kw)
-    kw = _visual_kwargs(visuals, "ksd_iid_pooled", {"color": "B1", "linestyle": "C2", "width": 1.4})
-    if kw is not None:
-        pc.map(line_xy, "ksd_iid_pooled", data=path["ksd_iid_pooled"], x=n, ignore_aes=no_aes, **kw)
-    kw = _visual_kwargs(visuals, "ksd_pooled", {"color": "B1", "width": 2.4})
-    if kw is not None:
-        pc.map(line_xy, "ksd_pooled", data=path["ksd_pooled"], x=n, ignore_aes=no_aes, **kw)
-    kw = _visual_kwargs(visuals, "guide", {"color": "B2", "linestyle": "C3", "width": 1.0})
-    if kw is not None:
+    def draw(key, data, defaults, chains, **kwargs):
+        kw = _visual_kwargs(visuals, key, defaults)
+        if kw is None:
+            return
+        ignore = _ignore_aes(pc, aes_by_visuals, key, default=pc.aes_set if chains else ())
+        used = set(pc.aes_set) - ignore
+        # A default never overrides an aesthetic the visual uses.
+        kw = {k: v for k, v in kw.items() if k not in used or k in (visuals.get(key) or {})}
+        pc.map(line_xy, key, data=data, ignore_aes=ignore, **kwargs, **kw)
+
+    # One line per chain, each in its chain's colour (the chain aesthetic).
+    draw("ksd_iid", path["ksd_iid"], {"linestyle": "C1", "width": 0.9}, True, x=n)
+    draw("ksd", path["ksd"], {"width": 1.4}, True, x=n)
+    draw("ksd_iid_pooled", path["ksd_iid_pooled"],
+         {"color": "B1", "linestyle": "C2", "width": 1.4}, False, x=n)
+    draw("ksd_pooled", path["ksd_pooled"], {"color": "B1", "width": 2.4}, False, x=n)
+    if _visual_kwargs(visuals, "guide", {}) is not None:
         n_guide, y_guide = _slope_guide(n.values, path["ksd_pooled"].values)
         guide = xr.DataArray(y_guide, dims=["n_guide"], name="guide")
-        pc.map(line_xy, "guide", data=guide, x=n_guide, ignore_aes=no_aes, **kw)
+        draw("guide", guide, {"color": "B2", "linestyle": "C3", "width": 1.0}, False,
+             x=n_guide)
 
     anchor = path["ksd_pooled"]  # any variable without chain: one call per plot
     pc.map(set_xscale, "xscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)

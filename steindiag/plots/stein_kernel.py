@@ -1,10 +1,22 @@
 """plot_stein_kernel: the four terms of the 1-D Langevin Stein kernel (a teaching figure)."""
 
 import numpy as np
+import xarray as xr
 
 from steindiag._validate import evaluate_score_callable
 from steindiag.kernels import make_kernel
-from steindiag.plots._common import _check_bool
+from steindiag.plots._common import (
+    _check_aes_by_visuals,
+    _check_target,
+    _check_visuals,
+    _ignore_aes,
+    _new_collection,
+    _no_pc_kwargs,
+    _use_arviz_plots,
+    _visual_kwargs,
+)
+
+_VISUALS = ("terms", "stein_kernel", "zero", "y", "legend")
 
 
 def _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, kernel):
@@ -42,7 +54,9 @@ _TERM_LABELS = {
 
 
 def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=None,
-                      beta=None, batched=True, ax=None, figsize=None, show=False):
+                      beta=None, batched=True, plot_collection=None, backend=None,
+                      aes_by_visuals=None, visuals=None, ax=None, figsize=None, show=False,
+                      **pc_kwargs):
     """The Langevin Stein kernel of a 1-D target, split into its four terms.
 
     Draws, as functions of x for a fixed second argument y', the four terms of
@@ -70,17 +84,34 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
         IMQ exponent, -1 < beta < 0 (default -0.5). Only with ``kernel="imq"``.
     batched : bool, default True
         Whether ``score`` takes a batch of points (see above).
+    plot_collection : arviz_plots.PlotCollection, optional
+        Draw into this PlotCollection (one plot) instead of a new one.
+    backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
+        arviz-plots backend (needs arviz-plots).
+    aes_by_visuals : dict, optional
+        Visual -> list of the PlotCollection's aesthetics it uses (keys as ``visuals``).
+        Default: ``"terms"`` uses every aesthetic (a new PlotCollection maps ``color`` to
+        the ``term`` dimension), the others none. No ``labeller=``: nothing here is a
+        variable of a trace.
+    visuals : dict, optional
+        ``False`` hides a visual, a dict passes keyword arguments to it. Keys:
+        ``"terms"`` (the four terms), ``"stein_kernel"`` (their sum), ``"zero"`` (the
+        line y = 0), ``"y"`` (the vertical line at y'), ``"legend"``.
     ax : matplotlib.axes.Axes, optional
-        Axes to draw into; a new figure otherwise.
+        Draw with plain matplotlib into this axes, even when arviz-plots is installed.
     figsize : (float, float), optional
         Size of a new figure in inches.
     show : bool, default False
-        Call ``matplotlib.pyplot.show`` after drawing.
+        Call the backend's ``show`` after drawing.
+    **pc_kwargs
+        Passed to :meth:`arviz_plots.PlotCollection.wrap`.
 
     Returns
     -------
-    matplotlib.figure.Figure
-        The lines carry gids ``"div_x_grad_y_k"``, ``"grad_x_k_score_y"``,
+    arviz_plots.PlotCollection or matplotlib.figure.Figure
+        A PlotCollection (``viz["terms"]`` one line per term, ``viz["stein_kernel"]`` the
+        sum) when arviz-plots is installed and ``ax`` is None; otherwise the matplotlib
+        Figure, whose lines carry gids ``"div_x_grad_y_k"``, ``"grad_x_k_score_y"``,
         ``"grad_y_k_score_x"``, ``"k_score_x_score_y"`` and ``"stein_kernel"``.
 
     Notes
@@ -107,8 +138,9 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
     >>> import steindiag
-    >>> fig = steindiag.plot_stein_kernel(lambda x: -x, y=1.0)   # standard normal target
-    >>> sorted(line.get_gid() for line in fig.axes[0].lines if line.get_gid())[-1]
+    >>> fig, ax = plt.subplots()
+    >>> fig = steindiag.plot_stein_kernel(lambda x: -x, y=1.0, ax=ax)   # N(0, 1) target
+    >>> sorted(line.get_gid() for line in ax.lines if line.get_gid())[-1]
     'stein_kernel'
     >>> plt.close(fig)
     """
@@ -126,8 +158,11 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
         raise ValueError(f"lengthscale must be a finite number > 0; got {lengthscale}.")
     if not np.isfinite(y):
         raise ValueError(f"y must be finite; got {y}.")
-    batched = _check_bool(batched, "batched")
-    show = _check_bool(show, "show")
+    if not isinstance(batched, (bool, np.bool_)):
+        raise TypeError(f"batched must be True or False; got {type(batched).__name__}.")
+    visuals = _check_visuals(visuals, _VISUALS)
+    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
+    show = _check_target(ax, backend, show, plot_collection)
     if x is None:
         x = np.linspace(y - 5.0 * lengthscale, y + 5.0 * lengthscale, 401)
     x = np.asarray(x, dtype=np.float64)
@@ -142,27 +177,90 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
     terms = _stein_kernel_terms_1d(x, score_x, y, score_y, lengthscale, kernel)
     total = sum(terms.values())
 
+    title = (f"Langevin Stein kernel, {kernel.describe()} base (lengthscale = "
+             f"{lengthscale:g}), y' = {y:g}, s(y') = {score_y + 0.0:.3g}")
+    if _use_arviz_plots(ax, backend, plot_collection):
+        return _plot_collection(x, y, terms, total, title, plot_collection, backend,
+                                aes_by_visuals, visuals, figsize, show, pc_kwargs)
+    _no_pc_kwargs(pc_kwargs)
+    return _plot_matplotlib(x, y, terms, total, title, visuals, ax, figsize, show)
+
+
+def _plot_matplotlib(x, y, terms, total, title, visuals, ax, figsize, show):
     import matplotlib.pyplot as plt
 
     if ax is None:
         fig, ax = plt.subplots(figsize=(7.0, 4.5) if figsize is None else figsize)
     else:
         fig = ax.figure
-    for i, (name, values) in enumerate(terms.items()):
-        line, = ax.plot(x, values, color=f"C{i}", linewidth=1.3, label=_TERM_LABELS[name])
-        line.set_gid(name)
-    line, = ax.plot(x, total, color="k", linewidth=2.6, label=r"$k_p(x, y')$ (sum)")
-    line.set_gid("stein_kernel")
-    ax.axhline(0.0, color="0.8", linewidth=0.8, zorder=0)
-    ax.axvline(y, color="0.5", linestyle=":", linewidth=1.0, zorder=0)
+    kw = _visual_kwargs(visuals, "terms", {"linewidth": 1.3})
+    if kw is not None:
+        for i, (name, values) in enumerate(terms.items()):
+            line, = ax.plot(x, values, **{"color": f"C{i}", "label": _TERM_LABELS[name], **kw})
+            line.set_gid(name)
+    kw = _visual_kwargs(visuals, "stein_kernel", {"color": "k", "linewidth": 2.6,
+                                                   "label": r"$k_p(x, y')$ (sum)"})
+    if kw is not None:
+        line, = ax.plot(x, total, **kw)
+        line.set_gid("stein_kernel")
+    kw = _visual_kwargs(visuals, "zero", {"color": "0.8", "linewidth": 0.8, "zorder": 0})
+    if kw is not None:
+        ax.axhline(0.0, **kw)
+    kw = _visual_kwargs(visuals, "y", {"color": "0.5", "linestyle": ":", "linewidth": 1.0,
+                                       "zorder": 0})
+    if kw is not None:
+        ax.axvline(y, **kw)
     ax.set_xlabel("x")
     ax.set_ylabel("term value")
-    ax.set_title(
-        f"Langevin Stein kernel, {kernel.describe()} base (lengthscale = "
-        f"{lengthscale:g}), y' = {y:g}, s(y') = {score_y + 0.0:.3g}",
-        fontsize="medium",
-    )
-    ax.legend(fontsize="small", frameon=False)
+    ax.set_title(title, fontsize="medium")
+    kw = _visual_kwargs(visuals, "legend", {"fontsize": "small", "frameon": False})
+    if kw is not None:
+        ax.legend(**kw)
     if show:
         plt.show()
     return fig
+
+
+def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, visuals,
+                     figsize, show, pc_kwargs):
+    from arviz_plots.visuals import hline, labelled_title, labelled_x, labelled_y, line_xy, vline
+
+    names = [_TERM_LABELS[name] for name in terms]
+    term_lines = xr.DataArray(np.stack(list(terms.values())), dims=["term", "x"],
+                              coords={"term": names}, name="stein_kernel")
+    if pc is None:
+        pc = _new_collection(xr.Dataset({"stein_kernel": term_lines}), backend=backend,
+                             figsize=figsize or (8.5, 4.5), pc_kwargs=pc_kwargs,
+                             aes={"color": ["term"]})
+    elif pc_kwargs:
+        _no_pc_kwargs(pc_kwargs)
+    no_aes = set(pc.aes_set)
+    kw = _visual_kwargs(visuals, "terms", {"width": 1.3})
+    if kw is not None:
+        pc.map(line_xy, "terms", data=term_lines, x=x,
+               ignore_aes=_ignore_aes(pc, aes_by_visuals, "terms", default=pc.aes_set), **kw)
+    kw = _visual_kwargs(visuals, "stein_kernel", {"color": "B1", "width": 2.6})
+    if kw is not None:
+        pc.map(line_xy, "stein_kernel", data=xr.DataArray(total, dims=["x"],
+                                                          name="stein_kernel"),
+               x=x, ignore_aes=_ignore_aes(pc, aes_by_visuals, "stein_kernel"), **kw)
+    anchor = xr.DataArray(0.0, name="stein_kernel")
+    kw = _visual_kwargs(visuals, "zero", {"color": "B3", "width": 0.8})
+    if kw is not None:
+        pc.map(hline, "zero", data=anchor, ignore_aes=no_aes, **kw)
+    kw = _visual_kwargs(visuals, "y", {"color": "B2", "linestyle": "C1", "width": 1.0})
+    if kw is not None:
+        pc.map(vline, "y", data=xr.DataArray(y, name="stein_kernel"), ignore_aes=no_aes, **kw)
+    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="x", color="B1")
+    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text="term value",
+           color="B1")
+    # Two lines, so that the legend outside the axes leaves the title whole.
+    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes,
+           text=title.replace(" base (", " base\n(") + "; thick: the sum k_p(x, y')",
+           color="B1", size=10)
+    kw = _visual_kwargs(visuals, "legend", {})
+    if kw is not None and "color" in pc.aes_set:
+        pc.add_legend("term", **kw)
+    if show:
+        pc.show()
+    return pc

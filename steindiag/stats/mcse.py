@@ -14,22 +14,28 @@ from scipy.fft import next_fast_len
 __all__ = ["ess_mean", "mcse_mean"]
 
 
+# Columns whose FFTs are computed together (bounds the memory of the batched transform).
+_BATCH_ELEMENTS = 1 << 20
+
+
 def _autocovariance(values):
-    """Autocovariance of each row at every lag (FFT), divided by n as ArviZ does: (chain, draw)."""
-    n = values.shape[1]
+    """Autocovariance of each row at every lag (FFT), divided by n as ArviZ does: (..., draw)."""
+    n = values.shape[-1]
     size = next_fast_len(2 * n)
-    centred = values - values.mean(axis=1, keepdims=True)
-    transform = np.fft.rfft(centred, n=size, axis=1)
+    centred = values - values.mean(axis=-1, keepdims=True)
+    transform = np.fft.rfft(centred, n=size, axis=-1)
     transform *= np.conjugate(transform)
-    return np.fft.irfft(transform, n=size, axis=1)[:, :n] / n
+    return np.fft.irfft(transform, n=size, axis=-1)[..., :n] / n
 
 
-def _ess(values):
-    """ESS of one (chain, draw) array: ArviZ's ``_ess`` (Geyer's initial monotone sequence)."""
+def _ess(values, acov=None):
+    """ESS of one (chain, draw) array: ArviZ's ``_ess`` (Geyer's initial monotone sequence);
+    ``acov``: its autocovariances when computed already."""
     if np.max(values) - np.min(values) < np.finfo(float).resolution:
         return float(values.size)
     n_chain, n_draw = values.shape
-    acov = _autocovariance(values)
+    if acov is None:
+        acov = _autocovariance(values)
     chain_mean = values.mean(axis=1)
     mean_var = np.mean(acov[:, 0]) * n_draw / (n_draw - 1.0)
     var_plus = mean_var * (n_draw - 1.0) / n_draw
@@ -67,8 +73,10 @@ def _ess(values):
 
 
 def _split_chains(values):
-    half = values.shape[1] // 2
-    return np.concatenate([values[:, :half], values[:, values.shape[1] - half:]], axis=0)
+    """(..., chain, draw) -> (..., 2 chain, draw // 2): each chain's first and last halves."""
+    half = values.shape[-1] // 2
+    return np.concatenate([values[..., :half], values[..., values.shape[-1] - half:]],
+                          axis=-2)
 
 
 def ess_mean(values):
@@ -91,10 +99,16 @@ def ess_mean(values):
     flat = values.reshape(n_chain, n_draw, -1)
     out = np.full(flat.shape[2], np.nan)
     if n_draw >= 4:
-        for k in range(flat.shape[2]):
-            column = flat[:, :, k]
-            if np.all(np.isfinite(column)):
-                out[k] = _ess(_split_chains(column))
+        # Column by column as ArviZ does, with the split chains laid out contiguously and
+        # their FFTs batched (the same numbers as one column at a time).
+        finite = np.flatnonzero(np.all(np.isfinite(flat), axis=(0, 1)))
+        batch = max(1, _BATCH_ELEMENTS // (2 * n_chain * next_fast_len(n_draw)))
+        for start in range(0, finite.size, batch):
+            columns = finite[start:start + batch]
+            split = _split_chains(np.ascontiguousarray(np.moveaxis(flat[:, :, columns], 2, 0)))
+            acov = _autocovariance(split)
+            for j, k in enumerate(columns):
+                out[k] = _ess(split[j], acov[j])
     return out.reshape(rest)
 
 

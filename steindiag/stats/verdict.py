@@ -22,8 +22,8 @@ from scipy.special import ndtri
 
 from steindiag._words import chains, plural
 
-__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "Evidence",
-           "n_tests", "chain_verdicts", "pooled_verdict", "more_draws_needed",
+__all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "VERDICT_OF",
+           "Evidence", "n_tests", "chain_verdicts", "pooled_verdict", "more_draws_needed",
            "detectable_shift", "NAMING_ALPHA", "named"]
 
 # kappa(d): the pooled KSD test of diagnose detects a shift of the mean by delta posterior
@@ -53,6 +53,19 @@ REASONS = (
     "chain_differs",        # the chains disagree, and this one differs from the others
     "far_off",              # a chain spreads far wider than the target allows
 )
+
+
+# The verdict each reason code gives (pooled, then a chain's where they differ): a saved
+# result whose verdict does not follow from its code was edited.
+VERDICT_OF = {
+    "no_rejection": (FITS, FITS), "stuck": (DOES_NOT_FIT, DOES_NOT_FIT),
+    "ksd_rejects": (DOES_NOT_FIT, DOES_NOT_FIT), "chains_rejected": (DOES_NOT_FIT, None),
+    "unvisited_mass": (DOES_NOT_FIT, DOES_NOT_FIT),
+    "chains_disagree": (DOES_NOT_FIT, INCONCLUSIVE),
+    "too_few_draws": (INCONCLUSIVE, INCONCLUSIVE), "divergences": (INCONCLUSIVE, INCONCLUSIVE),
+    "agreement_undecided": (INCONCLUSIVE, None), "chain_differs": (None, DOES_NOT_FIT),
+    "far_off": (DOES_NOT_FIT, DOES_NOT_FIT),
+}
 
 
 @dataclass(kw_only=True)
