@@ -264,6 +264,104 @@ def pymc_runs(args):
             print(f"seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
 
 
+# -- numpyro: many cheap runs of healthy NUTS and mean-field ADVI on the same model -------
+
+
+def _numpyro_logistic(n_groups=20, n_per_group=10, seed=0):
+    """The logistic model of ``hierarchical_models.logistic_model`` (same data, priors and
+    log transform of sigma) in numpyro, and its log density on the unconstrained vector
+    (mu, log sigma, z[0..n_groups-1], beta), Jacobian included."""
+    import jax
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(n_groups), n_per_group)
+    x = rng.standard_normal(group.size)
+    intercept = -0.5 + 0.8 * rng.standard_normal(n_groups)
+    y = (rng.random(group.size) < 1 / (1 + np.exp(-(intercept[group] + x)))).astype(int)
+
+    def model():
+        mu = numpyro.sample("mu", dist.Normal(0.0, 2.5))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        z = numpyro.sample("z", dist.Normal(0.0, 1.0).expand([n_groups]).to_event(1))
+        beta = numpyro.sample("beta", dist.Normal(0.0, 2.5))
+        numpyro.sample("y", dist.Bernoulli(logits=mu + sigma * z[group] + beta * x), obs=y)
+
+    def log_density(u):
+        mu, log_sigma, z, beta = u[0], u[1], u[2:2 + n_groups], u[2 + n_groups]
+        sigma = jnp.exp(log_sigma)
+        return (dist.Normal(0.0, 2.5).log_prob(mu) + dist.HalfNormal(1.0).log_prob(sigma)
+                + log_sigma + dist.Normal(0.0, 1.0).log_prob(z).sum()
+                + dist.Normal(0.0, 2.5).log_prob(beta)
+                + dist.Bernoulli(logits=mu + sigma * z[group] + beta * x).log_prob(y).sum())
+
+    return model, jax.jit(jax.vmap(jax.grad(log_density)))
+
+
+def numpyro_runs(args):
+    """Healthy NUTS (4 x ``--draws`` after 500 warm-up) and mean-field ADVI (numpyro's
+    AutoNormal, 10000 Adam steps, 4 x ``--draws`` draws) on the logistic model with 20
+    groups. All runs' NUTS chains are sampled together (4 ``--reps`` chains, vectorized,
+    each adapting on its own: one compilation), then split into runs of 4 chains; each
+    ADVI run starts from its own key. Unconstrained draws with their scores (jax.grad of
+    the log density written out above, checked against numpyro's potential energy)."""
+    import jax
+    import numpyro
+    from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO
+    from numpyro.infer.autoguide import AutoNormal
+
+    model, score = _numpyro_logistic()
+    names = ["mu", "sigma", "z", "beta"]
+
+    def scored(u):
+        return u, np.asarray(score(u.reshape(-1, u.shape[-1]))).reshape(u.shape)
+
+    with open(args.out, "a") as out:
+        if "nuts" in args.which:
+            start = time.perf_counter()
+            mcmc = MCMC(NUTS(model), num_warmup=500, num_samples=args.draws,
+                        num_chains=N_CHAIN * args.reps, chain_method="vectorized",
+                        progress_bar=False)
+            mcmc.run(jax.random.PRNGKey(args.seed))
+            s = mcmc.get_samples(group_by_chain=True)
+            u = np.concatenate([np.asarray(s["mu"])[..., None],
+                                np.log(np.asarray(s["sigma"]))[..., None],
+                                np.asarray(s["z"]), np.asarray(s["beta"])[..., None]], axis=-1)
+            diverging = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"])
+            print(f"NUTS, {N_CHAIN * args.reps} chains: {time.perf_counter() - start:.0f} s",
+                  flush=True)
+            for rep in range(args.reps):
+                chains = slice(N_CHAIN * rep, N_CHAIN * (rep + 1))
+                row = record(f"NUTS (numpyro), logistic model (20 groups), 4 x {args.draws}",
+                             "valid", rep, *scored(u[chains]),
+                             divergences=int(diverging[chains].sum()))
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"NUTS rep {rep}", flush=True)
+        if "advi" in args.which:
+            svi = SVI(model, AutoNormal(model), numpyro.optim.Adam(0.01), Trace_ELBO())
+            update = jax.jit(svi.update)
+            for rep in range(args.advi_reps):
+                state = svi.init(jax.random.PRNGKey(args.seed + 1 + rep))
+                for _ in range(10000):
+                    state, _ = update(state)
+                params = svi.get_params(state)
+                loc = np.concatenate([np.atleast_1d(params[f"{n}_auto_loc"]) for n in names])
+                scale = np.concatenate([np.atleast_1d(params[f"{n}_auto_scale"])
+                                        for n in names])
+                eps = np.random.default_rng(args.seed + rep).standard_normal(
+                    (N_CHAIN, args.draws, loc.size))
+                row = record("mean-field ADVI (numpyro AutoNormal), logistic model "
+                             f"(20 groups), 4 x {args.draws}", "narrow", rep,
+                             *scored(loc + scale * eps))     # AutoNormal's Gaussian
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"ADVI rep {rep}", flush=True)
+
+
 # -- summary ----------------------------------------------------------------------------
 
 
@@ -446,6 +544,13 @@ def main():
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 21)))
     p.add_argument("--out", required=True)
     p.add_argument("--cache", help="directory for the NUTS and ADVI traces (reused)")
+    p = sub.add_parser("numpyro")
+    p.add_argument("--reps", type=int, default=100)
+    p.add_argument("--seed", type=int, default=1000)
+    p.add_argument("--draws", type=int, default=250)
+    p.add_argument("--advi-reps", type=int, default=30)
+    p.add_argument("--which", nargs="+", default=["nuts", "advi"])
+    p.add_argument("--out", required=True)
     p = sub.add_parser("summary")
     p.add_argument("files", nargs="+")
     p = sub.add_parser("thinning")
@@ -455,7 +560,7 @@ def main():
     p.add_argument("--advi-seed", type=int, default=3)
     p.add_argument("--cache", help="directory for the NUTS and ADVI traces (reused)")
     args = parser.parse_args()
-    {"synthetic": synthetic, "pymc": pymc_runs, "summary": summary, "thinning": thinning,
+    {"synthetic": synthetic, "pymc": pymc_runs, "numpyro": numpyro_runs, "summary": summary, "thinning": thinning,
      "example": example}[
         args.mode](args)
 
