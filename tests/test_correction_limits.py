@@ -161,8 +161,8 @@ def test_shrunk_draws_warn_and_name_stein_variational(shrunk_draws):
     assert "narrower than the target" in text and "stein_variational" in text
     assert "of the variance the target's curvature implies" in text
     # Truth: by construction every parameter has 0.64 of the target's variance. In
-    # d = 23 the optimal weights are nearly uniform (Kish ESS about 960 of 1000,
-    # benchmarks/results/corrections.md), so the weighted ratio stays near 0.64; its
+    # d = 23 the optimal weights are nearly uniform (median Kish ESS 969 of 1000,
+    # benchmarks/results/corrections_limits.md), so the weighted ratio stays near 0.64; its
     # standard error at N = 1000 is about 0.64 sqrt(2 / 1000) = 0.03, so the threshold
     # 0.75 is about 4 standard errors above it and z = (0.64 - 1) / 0.03 = -12: most
     # parameters are flagged, each with a miss probability below 1e-4.
@@ -196,8 +196,8 @@ def test_exact_and_fixable_draws_do_not_warn():
     # Truth: exact draws (ratio 1; its standard error at N = 1000 is about
     # sqrt(2 / 1000) = 0.045, so 0.75 is 5.6 standard errors below: probability below
     # 1e-8 per parameter), and draws 1.25 times too wide in d = 2, which the weights
-    # bring back (weighted variance ratio 1.00, benchmarks/results/corrections.md: 0 of
-    # 100 runs warned).
+    # bring back (median weighted variance ratio 1.00, and no warning, over the runs of
+    # benchmarks/results/corrections_limits.md).
     assert json.loads(w_exact.attrs["spread_under_dispersed"]) == []
     np.testing.assert_allclose(w_wide.attrs["spread_variance_ratio_draws"], 1.5625, rtol=0.15)
     np.testing.assert_allclose(w_wide.attrs["spread_variance_ratio"], 1.0, atol=0.1)

@@ -54,7 +54,7 @@ SEARCH_LEVEL = 0.05
 # Corrected draws narrower than the target: a parameter whose corrected variance is at
 # most SPREAD_RATIO of the one the target's curvature implies, SPREAD_Z standard errors
 # below 1 (``check_spread``). Chosen by measurement (benchmarks/bench_correction_limits.py,
-# results in benchmarks/results/corrections.md): no warning in any of the valid runs
+# results in benchmarks/results/corrections_limits.md): no warning in any of the valid runs
 # (exact draws, healthy NUTS, small-step unadjusted Langevin, over-dispersed draws that
 # weights fix), a warning on draws shrunk towards their mean and on mean-field ADVI.
 SPREAD_RATIO = 0.75
@@ -71,8 +71,8 @@ _SVGD_HINT = "stein_variational moves the draws"
 # stein_thin's words for check_spread. Thinned points narrower than draws of the right
 # spread are recorded (``stein_thinning_spread_lost``) but not warned about: greedy
 # thinning of a tenth of the draws does that to most valid runs with d >= 10 (measured:
-# exact draws in d = 10, 76 %; d = 23, 100 %; healthy NUTS on the logistic model, 5 of
-# 6; benchmarks/results/corrections_limits.md), which would make the warning noise.
+# exact draws in d = 10, 77 %; d = 23, 100 %; healthy NUTS on a logistic model with
+# d = 23, 91 %; benchmarks/results/corrections_limits.md): as a warning it would be noise.
 THINNING_SPREAD_WORDS = {"label": "in the thinned points", "before": "in all the draws",
                          "lost": None}
 
