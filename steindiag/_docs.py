@@ -50,10 +50,14 @@ PARAMETERS = {
         compiler is available, else ``"NUMBA"``. The numbers do not depend on it (to
         rounding); the compile and run times do. An error without ``model``.""",
     "score": """\
-    score : array_like, xarray.DataArray or callable, optional
+    score : array_like, xarray.DataArray, xarray.Dataset or callable, optional
         grad log p at each draw instead of ``model``: an array of the same shape as the
-        draws (for a DataArray ``data``: its shape, or a DataArray with its dims), or a
-        callable on the flat (unconstrained) parameter vector.""",
+        draws (for a DataArray ``data``: its shape, or a DataArray with its dims), a
+        Dataset (or a trace group) of the draws' variables, or a callable on the flat
+        (unconstrained) parameter vector. A labelled score is matched to the draws by
+        label ((chain, draw) coordinates, variable names, coordinate values), never by
+        position; labels that differ are refused. Real numbers only: complex values and
+        masked entries are refused.""",
     "batched": """\
     batched : bool, default True
         Whether a ``score`` callable takes an (n, d) batch (True) or one (d,) draw.""",
@@ -82,8 +86,17 @@ PARAMETERS = {
     group : str, default "posterior"
         Group of a trace holding the draws.""",
     "selection": """\
-    var_names, coords : optional
-        Subset of the trace's variables (ArviZ conventions).""",
+    var_names : str or list of str, optional
+        The trace's variables to read, in this order (default: all of ``group``). As in
+        ArviZ, a name starting with ``~`` excludes that variable (``["~tau"]``: every
+        variable but ``tau``); names and exclusions cannot be mixed.
+    filter_vars : {None, "like", "regex"}, default None
+        As in ArviZ: None, ``var_names`` are exact names; ``"like"``, substrings of the
+        names; ``"regex"``, regular expressions (``re.search``). Patterns keep the
+        trace's order; one that matches nothing is an error.
+    coords : dict, optional
+        Selection of the trace's draws and elements (``Dataset.sel``), e.g.
+        ``{"draw": slice(500, None)}``.""",
     "sample_dims": """\
     sample_dims : sequence of str, optional
         For a trace, the names of the chain and draw dimensions (default ("chain",

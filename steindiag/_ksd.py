@@ -44,6 +44,7 @@ def _ksd_pass(data, model, inputs, *, kernel, c, beta, preconditioner, method, p
 @fill_doc
 def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
+        filter_vars=None,
         sample_dims=None, method="auto", progress=None, space=None, client=None,
         estimator="exact", n_landmarks=None, rng=None, compile_mode=None, log_density=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
@@ -113,7 +114,8 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
     """
     prepared, sums, attrs = _ksd_pass(
         data, model, dict(score=score, batched=batched, group=group, var_names=var_names,
-                          coords=coords, sample_dims=sample_dims, space=space,
+                          filter_vars=filter_vars, coords=coords, sample_dims=sample_dims,
+                          space=space,
                           compile_mode=compile_mode, log_density=log_density),
         kernel=kernel, c=c, beta=beta, preconditioner=preconditioner, method=method,
         progress=progress, client=client, estimator=estimator, n_landmarks=n_landmarks,
@@ -124,6 +126,7 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
 @fill_doc
 def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
+             filter_vars=None,
              sample_dims=None, method="auto", n_points=None, progress=None, space=None,
              client=None, estimator="exact", n_landmarks=None, rng=None, compile_mode=None,
              log_density=None):
@@ -173,7 +176,8 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
     check_int(n_points, "n_points", minimum=2, allow_none=True)
     prepared, sums, attrs = _ksd_pass(
         data, model, dict(score=score, batched=batched, group=group, var_names=var_names,
-                          coords=coords, sample_dims=sample_dims, space=space,
+                          filter_vars=filter_vars, coords=coords, sample_dims=sample_dims,
+                          space=space,
                           compile_mode=compile_mode, log_density=log_density),
         kernel=kernel, c=c, beta=beta, preconditioner=preconditioner, method=method,
         progress=progress, client=client, estimator=estimator, n_landmarks=n_landmarks,

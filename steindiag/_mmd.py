@@ -63,7 +63,7 @@ def _match_parameters(pending, other, both_labelled):
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
         test="pairs", kernel="imq", c=None, beta=None, preconditioner="standardize",
         group="posterior", var_names=None, coords=None, sample_dims=None, compile_mode=None,
-        progress=None):
+        filter_vars=None, progress=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -118,8 +118,9 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         As in :func:`steindiag.ksd`: ``"standardize"``, ``"identity"``, ``"med"``,
         ``"sclmed"``, ``"smpcov"``, or Lambda as an array; fixed once from all draws
         (of ``data`` and ``other``).
-    group, var_names, coords, sample_dims : optional
-        Which draws of a trace to use (ArviZ conventions), for ``data`` and ``other``.
+    group, var_names, filter_vars, coords, sample_dims : optional
+        Which draws of a trace to use (ArviZ conventions: ``~`` excludes, ``filter_vars``
+        "like" or "regex", as in :func:`steindiag.ksd`), for ``data`` and ``other``.
     progress : bool or None, default None
         Progress bars on stderr (tqdm if installed): one for the kernel sums, one for the
         permutations. None: only when interactive and the stage is expected to take more
@@ -213,7 +214,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     options = dict(group=group, var_names=var_names, coords=coords, sample_dims=sample_dims,
-                   compile_mode=compile_mode)
+                   filter_vars=filter_vars, compile_mode=compile_mode)
     pending = _read_draws(data, model, "data", **options)
     n_chain, n_draw, d = pending.draws.shape
     samples = [pending.draws]

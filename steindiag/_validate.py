@@ -17,6 +17,7 @@ __all__ = [
     "check_kernel_args",
     "check_finite",
     "as_draws_array",
+    "real_array",
     "evaluate_score_callable",
     "check_method",
     "check_bool",
@@ -204,11 +205,31 @@ def check_callable(value, name, wanted, *, allow_none=True):
     return value
 
 
-def _numeric_array(value, name):
+def real_array(value, name, *, allow_bool=False):
+    """``value`` as a float64 array, or an error naming ``name``; never a silent coercion.
+
+    Integers are exact in float64 and accepted (booleans too with ``allow_bool``: an
+    indicator's 0 and 1). Complex numbers are refused (casting would drop the imaginary
+    part), as are non-numbers; a masked array with masked entries is refused (NumPy
+    would read the values under the mask).
+    """
+    if isinstance(value, np.ma.MaskedArray) and np.ma.count_masked(value):
+        raise ValueError(
+            f"{name} is a masked array with {np.ma.count_masked(value)} masked entries; "
+            "steindiag does not read masks (the values under them would be used): fill "
+            "them (numpy.ma.filled) or drop the masked draws first."
+        )
     try:
         array = np.asarray(value)
     except Exception as err:  # noqa: BLE001 - anything numpy cannot take
         raise TypeError(f"{name} must be array-like; got {type(value).__name__}.") from err
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise TypeError(
+            f"{name} must hold real numbers; got complex values (dtype {array.dtype}), "
+            "whose imaginary part a cast would drop. Pass real values."
+        )
+    if array.dtype == bool and allow_bool:
+        return array.astype(np.float64)
     if array.dtype == bool or not (
         np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
     ):
@@ -218,7 +239,7 @@ def _numeric_array(value, name):
 
 def as_draws_array(value, name):
     """(chain, draw, d) or (draw, d) array-like -> float64 (chain, draw, d) array."""
-    array = _numeric_array(value, name)
+    array = real_array(value, name)
     if array.ndim == 2:
         array = array[None, :, :]
     if array.ndim != 3:
@@ -293,7 +314,7 @@ def evaluate_score_callable(score, draws, *, batched=True, chunk_size=4096, name
             ) from err
         if low_precision is None and _is_low_precision(getattr(value, "dtype", None)):
             low_precision = value.dtype
-        value = np.asarray(value, dtype=np.float64)
+        value = real_array(value, f"the output of {name}")
         expected = (stop - start, d) if batched else (d,)
         if value.shape != expected:
             hint = (" (batched=True: it receives an (n, d) array; pass batched=False for "

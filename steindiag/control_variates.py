@@ -59,7 +59,7 @@ def _control_variates_iv(method, functions, n_folds, diagnosis, max_kernel_draws
 
 def control_variates(data, model=None, *, score=None, functions=None, method="auto",
                      var_names=None, coords=None, group="posterior", sample_dims=None,
-                     batched=True, space=None, n_folds=4, diagnosis=None,
+                     filter_vars=None, batched=True, space=None, n_folds=4, diagnosis=None,
                      max_coefficients=1000, max_kernel_draws=3000, compile_mode=None,
                      log_density=None):
     """Posterior means and sds with Stein control variates, next to ArviZ's plain ones.
@@ -100,10 +100,11 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         than coefficients);
         ``attrs["method"]`` says which (the kernel is a candidate up to 1000 draws,
         ``"polynomial2"`` when it is well determined).
-    var_names, coords : optional
+    var_names, filter_vars, coords : optional
         The trace's variables to summarise (default every variable of ``group`` with
         both sample dims, deterministics included, as ``az.summary``), and a selection
-        of draws (``coords={"draw": slice(500, None)}``), ArviZ conventions.
+        of draws (``coords={"draw": slice(500, None)}``), ArviZ conventions (``~``
+        excludes; ``filter_vars`` "like" or "regex"; as in :func:`steindiag.ksd`).
     group : str, default "posterior"
     sample_dims, batched, space, compile_mode, log_density : optional
         As in :func:`steindiag.ksd` (``data`` and ``model`` may be a numpyro ``MCMC``,
@@ -223,12 +224,13 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     """
     functions, verdict = _control_variates_iv(method, functions, n_folds, diagnosis,
                                               max_kernel_draws, max_coefficients)
-    data = as_trace(data, model)
+    data, model = as_trace(data, model)
     # var_names picks the rows of a trace (and of a numpyro MCMC's), not the parameters.
     rows_by_name = is_labelled(data) or derived_score(data) in ("numpyro", "jax")
     pending = read_input(
         data, model, score=score, batched=batched, group=group,
-        var_names=None if rows_by_name else var_names, coords=coords,
+        var_names=None if rows_by_name else var_names,
+        filter_vars=None if rows_by_name else filter_vars, coords=coords,
         sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )
@@ -236,7 +238,8 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
     if prepared.draws.shape[1] < 4:
         raise ValueError("control_variates needs at least 4 draws per chain; got "
                          f"{prepared.draws.shape[1]}.")
-    labels, values, owners = read_rows(pending.origin, prepared, functions, var_names)
+    labels, values, owners = read_rows(pending.origin, prepared, functions, var_names,
+                                     filter_vars)
     result = estimate(values, owners, labels, prepared, method=method, n_folds=n_folds,
                       max_coefficients=max_coefficients, max_kernel_draws=max_kernel_draws,
                       trusted=verdict != "does not fit")

@@ -137,7 +137,7 @@ def add_scores(trace, model=None, *, group="posterior", compile_mode=None, strat
     if derived_score(trace, model) == "numpyro":
         return _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size,
                                    progress)
-    trace = as_trace(trace, model)   # a MultiTrace: the InferenceData / DataTree of it
+    trace, model = as_trace(trace, model)   # a MultiTrace or an approximation: a trace
     _add_scores_iv(trace, model, group, strategy, progress)
     pending = read_input(trace, model, group=group, compile_mode=compile_mode,
                          need_score=False)

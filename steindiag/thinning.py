@@ -63,6 +63,7 @@ def _regularized_sources_iv(source, n_chain, n_draw):
                    missing_mass=("mode_search", MODE_SEARCH_TAKES))
 def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel="imq", c=None,
                beta=None, preconditioner="standardize", group="posterior", var_names=None,
+               filter_vars=None,
                coords=None, sample_dims=None, space=None, regularized=False, log_density=None,
                strength=None, return_info=False, mode_search="auto", rng=None,
                compile_mode=None, progress=None):
@@ -86,7 +87,7 @@ def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel
         ``regularized=True`` needs it as a callable (or ``model``) for the Laplacian.
     batched : bool, default True
         Whether ``score`` and ``log_density`` callables take an (n, d) batch.
-    kernel, c, beta, preconditioner, group, var_names, coords, sample_dims, space
+    kernel, c, beta, preconditioner, group, var_names, filter_vars, coords, sample_dims, space
         As in :func:`steindiag.ksd` (default: the IMQ kernel, c = 1, beta = -1/2); the
         preconditioner is fixed once from all pooled draws. An array's result is
         (1, n_selected, d) if it has a chain axis, else (n_selected, d), or (n_selected,)
@@ -220,6 +221,7 @@ def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
+        filter_vars=filter_vars,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )

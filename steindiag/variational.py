@@ -69,6 +69,7 @@ def _score_source_iv(data, model, score, log_density):
 def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.01,
                       svgd_kernel="imq", bandwidth="median", standardize=True, ksd_every=1,
                       batched=True, group="posterior", var_names=None, coords=None,
+                      filter_vars=None,
                       sample_dims=None, method="auto", progress=None, step_decay=10.0,
                       keep="best", compile_mode=None, log_density=None, rng=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
@@ -134,8 +135,9 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
         last one); each costs about half an SVGD step.
     batched : bool, default True
         Whether a ``score`` callable takes an (n, d) batch (True) or one (d,) draw.
-    group, var_names, coords, sample_dims
-        As in :func:`steindiag.ksd`.
+    group, var_names, filter_vars, coords, sample_dims
+        As in :func:`steindiag.ksd` (ArviZ's selection: ``~`` excludes, ``filter_vars``
+        "like" or "regex").
     method : {"auto", "fused", "gemm"}, default "auto"
         Path of the kernel sum: the same numbers to rounding.
     progress : bool or None, default None
@@ -249,7 +251,9 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     _score_source_iv(data, model, score, log_density)
     pending = read_input(data, model, score=score, batched=batched, group=group,
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
-                         compile_mode=compile_mode, log_density=log_density)
+                         filter_vars=filter_vars,
+                         compile_mode=compile_mode, log_density=log_density,
+                         takes_space=False)
     score_fn = pending.source.score_function()
     n_chain, n_draw, d = pending.draws.shape
     try:

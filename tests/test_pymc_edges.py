@@ -480,3 +480,36 @@ def test_set_data_consistent_is_not_an_error(regression):
     finally:
         with model:
             pm.set_data({"x": np.arange(5.0), "y": np.array([0.1, 1.2, 1.9, 3.2, 3.9])})
+
+
+# A variational approximation (pm.fit) passed in place of a trace (issue 35, point 5).
+# Truth: the same call on the approximation's own draws, approx.sample(1000, random_seed=0)
+# with the model (the documented reading), and the draws' count and chain layout.
+@pytest.fixture(scope="module")
+def binomial_approximation(binomial):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with binomial[0]:
+            return pm.fit(300, method="advi", progressbar=False, random_seed=3)
+
+
+@pytest.mark.parametrize("function", ["ksd", "ksd_test"])
+def test_approximation_is_read_as_its_draws(binomial, binomial_approximation, function):
+    direct = getattr(steindiag, function)(binomial_approximation, rng=0) \
+        if function == "ksd_test" else steindiag.ksd(binomial_approximation)
+    draws = binomial_approximation.sample(1000, random_seed=0)
+    options = {"rng": 0} if function == "ksd_test" else {}
+    by_hand = getattr(steindiag, function)(draws, binomial[0], **options)
+    assert direct.sizes["chain"] == 1
+    name = "ksd_pooled" if function == "ksd" else "pvalue_pooled"
+    np.testing.assert_array_equal(direct[name].values, by_hand[name].values)
+
+
+def test_approximation_add_scores_and_control_variates(binomial, binomial_approximation):
+    scored = steindiag.add_scores(binomial_approximation)
+    stats = _group(scored, "sample_stats")
+    assert stats.sizes["chain"] == 1 and stats.sizes["draw"] == 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a short ADVI run: the premise check may warn
+        cv = steindiag.control_variates(binomial_approximation)
+    assert np.all(np.isfinite(cv["mean"].values))

@@ -13,6 +13,7 @@ from steindiag._containers import ARRAY_LAYOUTS, apply_layout, array_sample_dims
 from steindiag._validate import (
     as_draws_array,
     evaluate_score_callable,
+    real_array,
     warn_if_low_precision,
     warn_user,
 )
@@ -68,9 +69,12 @@ def array_layout(array, sample_dims, name):
 def raw_array(value, name):
     """``np.asarray(value)``, with a TypeError naming ``name`` if NumPy cannot take it."""
     try:
-        return np.asarray(value)
+        array = np.asarray(value)
     except Exception as err:  # noqa: BLE001 - anything numpy cannot take
         raise TypeError(f"{name} must be array-like; got {type(value).__name__}.") from err
+    if isinstance(value, np.ma.MaskedArray) or np.iscomplexobj(array):
+        real_array(value, name)   # masked entries or complex values: refused, named
+    return array
 
 
 def read_array_draws(data, sample_dims):

@@ -9,10 +9,12 @@ import numpy as np
 import xarray as xr
 
 from steindiag._containers import aligned, group_dataset, is_labelled, select_vars
+from steindiag._validate import real_array
 from steindiag.inputs._arrays import read_array_draws
 from steindiag.inputs._labels import variable_labels
 from steindiag.inputs._numpyro import as_numpyro_trace
 from steindiag.inputs._sampler import sampler_warnings
+from steindiag.inputs._selection import selected_names
 from steindiag.inputs._trace_model import as_trace
 
 __all__ = ["Columns", "trace_columns", "read_columns", "read_weights", "read_rows"]
@@ -52,10 +54,12 @@ class Columns:
         return None if self.read_sampler_warnings is None else self.read_sampler_warnings()
 
 
-def read_columns(data, *, group="posterior", var_names=None, coords=None, sample_dims=None):
+def read_columns(data, *, group="posterior", var_names=None, coords=None, sample_dims=None,
+                 filter_vars=None):
     """The :class:`Columns` of a trace's ``group`` (a run numpyro ``MCMC``: its trace) or of
-    an array (column by column, ``x[k]``, its axes read as ``sample_dims`` says)."""
-    data = as_numpyro_trace(as_trace(data))   # a numpyro MCMC: its constrained draws
+    an array (column by column, ``x[k]``, its axes read as ``sample_dims`` says);
+    ``var_names`` and ``filter_vars`` as ArviZ reads them."""
+    data = as_numpyro_trace(as_trace(data)[0])   # a numpyro MCMC: its constrained draws
     if not is_labelled(data):
         for name, value in (("var_names", var_names), ("coords", coords)):
             if value is not None:
@@ -66,7 +70,9 @@ def read_columns(data, *, group="posterior", var_names=None, coords=None, sample
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if len(sample_dims) != 2:
         raise ValueError(f"sample_dims must name two dims (chain, draw); got {sample_dims}.")
-    dataset = select_vars(group_dataset(data, group), var_names, coords)
+    dataset = group_dataset(data, group)
+    dataset = select_vars(dataset, selected_names(var_names, filter_vars, dataset.data_vars,
+                                                  f"the trace's group {group!r}"), coords)
     labels, blocks, _ = trace_columns(dataset, sample_dims)
     if not blocks:
         raise ValueError(
@@ -101,16 +107,10 @@ def read_weights(weights, shape, chain_values=None, draw_values=None):
                 )
         values = weights.transpose("chain", "draw").values
     else:
-        try:
-            values = np.asarray(weights, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"weights must be an array or a DataArray of numbers; got "
-                f"{type(weights).__name__}."
-            ) from None
+        values = real_array(weights, "weights")
         if values.ndim == 1 and n_chain == 1:
             values = values[None, :]
-    values = np.asarray(values, dtype=np.float64)
+    values = real_array(values, "weights")
     if values.shape != (n_chain, n_draw):
         raise ValueError(
             f"weights do not match the trace: weights have shape {values.shape}, the draws "
@@ -131,7 +131,7 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _trace_dataset(data, group, var_names, coords, chain, draw):
+def _trace_dataset(data, group, var_names, filter_vars, coords, chain, draw):
     """The trace's ``group`` (its own space), selected and aligned on the draws' (chain, draw)."""
     dataset = group_dataset(data, group)
     full = select_vars(dataset, None, coords)
@@ -146,7 +146,8 @@ def _trace_dataset(data, group, var_names, coords, chain, draw):
             f"the trace's group {group!r} does not hold the (chain, draw) of the draws read: "
             f"{err}"
         ) from None
-    return full, select_vars(full, var_names, None)
+    return full, select_vars(full, selected_names(var_names, filter_vars, full.data_vars,
+                                                  f"the trace's group {group!r}"), None)
 
 
 def _function_values(name, function, argument, chain, draw):
@@ -173,12 +174,7 @@ def _function_values(name, function, argument, chain, draw):
         values = aligned(values.to_dataset(name="__f__"), chain, draw, ("chain", "draw"),
                          f"functions[{name!r}]")["__f__"]
         values = values.transpose("chain", "draw").values
-    try:
-        values = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"functions[{name!r}] must give numbers; got {type(values).__name__}."
-        ) from None
+    values = real_array(values, f"functions[{name!r}]", allow_bool=True)   # not complex
     if n_chain == 1 and values.shape == (n_draw,):
         values = values[None, :]
     if values.shape != (n_chain, n_draw):
@@ -196,7 +192,7 @@ def _function_values(name, function, argument, chain, draw):
     return values
 
 
-def read_rows(origin, prepared, functions, var_names):
+def read_rows(origin, prepared, functions, var_names, filter_vars=None):
     """The quantities a summary of the draws reads: (labels, values (chain, draw, n_rows),
     owners: each row's trace variable or None).
 
@@ -207,8 +203,8 @@ def read_rows(origin, prepared, functions, var_names):
     """
     n_chain, n_draw = prepared.draws.shape[:2]
     if origin.labelled:
-        full, selected = _trace_dataset(origin.data, origin.group, var_names, origin.coords,
-                                        prepared.chain, prepared.draw)
+        full, selected = _trace_dataset(origin.data, origin.group, var_names, filter_vars,
+                                        origin.coords, prepared.chain, prepared.draw)
         labels, columns, owners = trace_columns(selected, ("chain", "draw"))
         argument = full
     else:

@@ -10,10 +10,9 @@ numpyro target's ``jax.grad``, or a sampler's own log p (emcee, Stan).
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from steindiag._containers import STORED_MARK
-from steindiag._validate import check_finite, evaluate_score_callable
+from steindiag._validate import check_finite, evaluate_score_callable, real_array
 from steindiag._version import __version__
 from steindiag.inputs import _pymc
 from steindiag.inputs._pymc_functions import model_functions
@@ -46,7 +45,7 @@ def check_log_density(log_density, n_chain, n_draw):
     """
     if log_density is None or callable(log_density):
         return
-    values = np.asarray(log_density, dtype=np.float64)
+    values = real_array(log_density, "log_density")
     if values.shape != (n_chain, n_draw) and values.shape != (n_chain * n_draw,):
         raise ValueError(
             f"log_density array must have shape (chain, draw) = ({n_chain}, {n_draw}); "
@@ -87,9 +86,10 @@ def log_density_values(log_density, model, draws, *, batched=True, chain=None, d
         values = _pymc.model_log_density(model, _pymc.model_layout(model), flat, mode=mode)
     elif callable(log_density):
         if batched:
-            values = np.asarray(log_density(flat.copy()), dtype=np.float64)
+            values = real_array(log_density(flat.copy()), "the output of log_density")
         else:
-            values = np.array([log_density(row.copy()) for row in flat], dtype=np.float64)
+            values = real_array([log_density(row.copy()) for row in flat],
+                                "the output of log_density")
         if values.shape not in ((flat.shape[0],), (flat.shape[0], 1)):
             raise ValueError(
                 f"log_density returned shape {values.shape} for {flat.shape[0]} draws; "
@@ -97,7 +97,7 @@ def log_density_values(log_density, model, draws, *, batched=True, chain=None, d
             )
     else:
         check_log_density(log_density, n_chain, n_draw)
-        values = np.asarray(log_density, dtype=np.float64)
+        values = real_array(log_density, "log_density")
     values = values.reshape(n_chain, n_draw)
     check_finite(values[:, :, None], "log_density", chain, draw)
     return values
@@ -107,9 +107,10 @@ def _batched_log_density(log_density, batched):
     """A log-density callable as (n, d) -> (n,) float64 (points copied: never modified)."""
     def evaluate(points):
         if batched:
-            values = np.asarray(log_density(points.copy()), dtype=np.float64)
+            values = real_array(log_density(points.copy()), "the output of log_density")
         else:
-            values = np.array([log_density(row.copy()) for row in points], dtype=np.float64)
+            values = real_array([log_density(row.copy()) for row in points],
+                                "the output of log_density")
         return values.reshape(-1)
     return evaluate
 

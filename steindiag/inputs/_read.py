@@ -29,6 +29,8 @@ from steindiag.inputs._functions import ScoreSource
 from steindiag.inputs._jax import is_jax_input, read_jax
 from steindiag.inputs._numpyro import is_numpyro_mcmc, read_numpyro
 from steindiag.inputs._sampler import sampler_warnings
+from steindiag.inputs._selection import resolve_var_names
+from steindiag.inputs._space import SpaceNotKnown
 from steindiag.inputs._stan import is_stan_input, read_stan
 from steindiag.inputs._trace import read_labelled
 from steindiag.inputs._trace_model import as_trace
@@ -182,7 +184,7 @@ def _checked_scores(complete):
 
 def read_input(data, model=None, *, score=None, batched=True, group="posterior",
                var_names=None, coords=None, sample_dims=None, space=None, need_score=True,
-               compile_mode=None, log_density=None):
+               compile_mode=None, log_density=None, takes_space=True, filter_vars=None):
     """Validate every input argument and read the draws; no score is evaluated.
 
     Parameters are those of :func:`steindiag.ksd` (``compile_mode``: the PyTensor mode
@@ -191,6 +193,10 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
     ``model`` with its trace), positions given as a JAX pytree, or a JAX
     ``log_density`` with no ``score`` are read with JAX, which derives the score by
     ``jax.grad``; a sampler's own object (emcee, Stan) brings its own log p and score.
+    ``takes_space=False``: the caller has no ``space=`` argument, so no message advises
+    one. ``var_names`` and ``filter_vars`` follow ArviZ (``~`` excludes; "like",
+    "regex"), resolved here once to the names they select
+    (:mod:`steindiag.inputs._selection`).
 
     Returns
     -------
@@ -201,11 +207,18 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         which evaluates the scores and returns the ``SteinInput``.
     """
     batched = check_bool(batched, "batched")
-    data = as_trace(data, model)
+    data, model = as_trace(data, model)
+    var_names = resolve_var_names(data, group, var_names, filter_vars)
     reader = next(read for accepts, read in _READERS if accepts(data, model, score, log_density))
-    pending = reader(data, model, score=score, log_density=log_density, batched=batched,
-                     group=group, var_names=var_names, coords=coords, sample_dims=sample_dims,
-                     space=space, need_score=need_score, compile_mode=compile_mode)
+    try:
+        pending = reader(data, model, score=score, log_density=log_density, batched=batched,
+                         group=group, var_names=var_names, coords=coords,
+                         sample_dims=sample_dims, space=space, need_score=need_score,
+                         compile_mode=compile_mode)
+    except SpaceNotKnown as err:
+        if takes_space:
+            raise
+        raise ValueError(err.without_space) from None
     origin = pending.origin
     pending.has_chains = _has_chains(origin)
     pending.ensemble = is_ensemble(origin.data, origin.sample_dims, pending.attrs)

@@ -138,12 +138,28 @@ def warn_constrained_variables(posterior, var_names, pair, draws, space, labels)
     warn_constrained_columns(var_names, columns, draws, space, labels)
 
 
+class SpaceNotKnown(ValueError):
+    """The space of a sampler's stored draws cannot be told; ``without_space`` is the
+    advice for a function that takes no ``space=`` (it moves the draws with the score)."""
+
+    def __init__(self, message, library, group_label):
+        super().__init__(message)
+        self.without_space = (
+            f"the trace's {group_label} was written by {library} (attrs"
+            f"['inference_library']) and score= is given without a model: {library} stores "
+            "constrained values (e.g. sigma > 0) while the usual scores are in the "
+            "unconstrained space, and this function moves the draws with the score, so "
+            "both must be in one space it can tell. Pass the sampler's own object instead "
+            "(numpyro's MCMC as data, a Stan fit with its model), the unconstrained draws "
+            "as an array with their score, or for a PyMC trace the model.")
+
+
 def check_trace_space(data, posterior, space, group_label):
     """Refuse to guess the space of a sampler's stored draws against a user's score."""
     library = _inference_library(data, posterior)
     if space is not None or library is None or library.lower() in _UNTRANSFORMED_LIBRARIES:
         return
-    raise ValueError(
+    raise SpaceNotKnown(
         f"the trace's {group_label} was written by {library} (attrs['inference_library']) "
         "and score= is given without a model, so steindiag cannot tell which space the "
         f"draws and the score are in. {library} stores constrained values (e.g. sigma > 0), "
@@ -155,5 +171,5 @@ def check_trace_space(data, posterior, space, group_label):
         "the stored variables are unconstrained coordinates and the score (log-Jacobian "
         "included) is in them, space='constrained' if the score is grad log p of the stored "
         "values themselves (valid only for a density smooth and positive on all of R^d). "
-        "For a PyMC trace, pass the model instead."
+        "For a PyMC trace, pass the model instead.", library, group_label,
     )

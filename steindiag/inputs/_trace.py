@@ -30,7 +30,8 @@ from steindiag.inputs import _pymc
 from steindiag.inputs._checks import check_compile_mode, check_space, where_not_finite
 from steindiag.inputs._space import (check_trace_space, is_untransformed, score_failure_hint,
                                      warn_constrained_variables)
-from steindiag.inputs._trace_arrays import dataarray_as_dataset, flatten_dataset, user_scores
+from steindiag.inputs._trace_arrays import (dataarray_as_dataset, flatten_dataset, group_score,
+                                            score_variables, user_scores)
 from steindiag.inputs._trace_model import (
     check_model_selection, check_stored_selection, model_draws, nutpie_stats,
     stored_score_attrs, written_by_add_scores,
@@ -183,10 +184,11 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
         - a callable on the flat parameter vector: ``batched=True`` maps (n, d) to
           (n, d), ``batched=False`` maps (d,) to (d,);
         - an array or DataArray of shape (chain, draw, d), aligned on the trace's chain
-          and draw coordinates (a DataArray's parameter coordinate, if it carries the
-          parameter labels, is used to order the columns);
-        - a Dataset with the same variable names as the draws (the value variables with
-          ``model``, otherwise ``var_names``).
+          and draw coordinates (a DataArray's parameter coordinate matched to the
+          parameter labels: reordered to them, refused if it differs);
+        - a Dataset (or a trace group's DataTree node) with the same variable names as
+          the draws (the value variables with ``model``, otherwise ``var_names``), each
+          variable matched by its dims' names and coordinate values.
 
         With ``model`` as well, the model only defines the unconstrained draws.
     batched : bool, default True
@@ -262,6 +264,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
     >>> prepared.draws.shape, prepared.parameter
     ((2, 100, 1), ['x'])
     """
+    score = group_score(score)
     var_names, coords, sample_dims = _prepare_trace_iv(
         data, model, score, batched, group, var_names, coords, sample_dims, chunk_size,
         compile_mode,
@@ -302,7 +305,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             if score is not None:
                 names = [var.value_name for var in layout]
                 return user_scores(score, draws, labels, names, chain, draw, sample_dims,
-                                   batched=batched, chunk_size=chunk_size)
+                                   batched=batched, chunk_size=chunk_size,
+                                   reference=posterior)
             if nutpie_scores is not None:
                 if written_by_add_scores(nutpie_gradient):
                     attrs.update(stored_score_attrs(nutpie_gradient, stats_group))
@@ -353,7 +357,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                 check_trace_space(data, posterior, space, group_label)
             chose_all = var_names is None and not isinstance(score, xr.Dataset)
             if var_names is None:
-                var_names = (list(score.data_vars) if isinstance(score, xr.Dataset)
+                var_names = (score_variables(score, posterior) if isinstance(score, xr.Dataset)
                              else list(posterior.data_vars))
             draws, labels = flatten_dataset(posterior, var_names, pair, group_label)
             attrs = {"space": "as given" if space is None else space,
@@ -366,7 +370,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             def scores():
                 try:
                     return user_scores(score, draws, labels, var_names, chain, draw,
-                                       sample_dims, batched=batched, chunk_size=chunk_size)
+                                       sample_dims, batched=batched, chunk_size=chunk_size,
+                                       reference=posterior)
                 except ValueError as err:
                     hint = score_failure_hint(var_names, labels, chose_all and callable(score))
                     if not hint:

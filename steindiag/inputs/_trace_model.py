@@ -33,16 +33,33 @@ def _is_multitrace(data):
     return module.startswith("pymc") and type(data).__name__ == "MultiTrace"
 
 
+# Draws an approximation (ADVI, full-rank ADVI) given in place of a trace is read as: one
+# chain of independent draws, from a fixed seed so that a call is reproducible.
+APPROXIMATION_DRAWS = 1000
+
+
+def _is_approximation(data):
+    """True for a PyMC variational approximation (``pm.fit``'s result)."""
+    return any(cls.__name__ == "Approximation" and (cls.__module__ or "").startswith("pymc")
+               for cls in type(data).__mro__)
+
+
 def as_trace(data, model=None):
-    """A PyMC ``MultiTrace`` converted as ``pm.to_inference_data`` does; other data as is.
+    """(trace, model): a PyMC ``MultiTrace`` converted as ``pm.to_inference_data`` does, a
+    PyMC approximation sampled; other data as is.
 
     ``pm.sample(return_inferencedata=False)`` returns a MultiTrace (PyMC 5 and 6); it is
     converted with the model that sampled it (the trace keeps a reference to it), else
-    with ``model``. The result is what ``pm.sample`` returns by default: an
-    ``arviz.InferenceData`` (PyMC 5) or an ``xarray.DataTree`` (PyMC 6).
+    with ``model``. An approximation (``pm.fit``: mean-field or full-rank ADVI) gives
+    ``APPROXIMATION_DRAWS`` independent draws as one chain (``approx.sample`` with seed 0),
+    and its model when ``model`` is None. The result is what ``pm.sample`` returns by
+    default: an ``arviz.InferenceData`` (PyMC 5) or an ``xarray.DataTree`` (PyMC 6).
     """
+    if _is_approximation(data):
+        return (data.sample(APPROXIMATION_DRAWS, random_seed=0),
+                data.model if model is None else model)
     if not _is_multitrace(data):
-        return data
+        return data, model
     import pymc as pm
 
     straces = getattr(data, "_straces", None) or {}
@@ -55,7 +72,7 @@ def as_trace(data, model=None):
             "pm.to_inference_data(trace, model=model)."
         )
     try:
-        return pm.to_inference_data(data, model=source)
+        return pm.to_inference_data(data, model=source), model
     except Exception as err:  # noqa: BLE001 - any failure of PyMC's own conversion
         raise TypeError(
             "data is a PyMC MultiTrace (pm.sample(return_inferencedata=False)) and "

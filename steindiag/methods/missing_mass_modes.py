@@ -4,7 +4,6 @@
 search, counting them and turning the model's failures at a point into log p = -inf.
 """
 import numpy as np
-from scipy import optimize
 
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.methods.missing_mass_result import FINITE_DIFFERENCES, SCORE
@@ -93,6 +92,14 @@ class Counted:
             elif values is None:
                 values = np.array([-np.inf])
             out[begin:begin + block.shape[0]] = values.reshape(-1)
+        if np.any(out == np.inf):
+            # +inf is no density value (log p = -inf is outside the support): refused, not
+            # read as -inf, which would hide an overflow or a sign error.
+            at = points[int(np.argmax(out == np.inf))]
+            raise ValueError(
+                f"log_density returned +inf at the point {np.array2string(at, precision=4)}; "
+                "a log density is finite, or -inf outside the support. Check log_density "
+                "there (an overflow or a sign error).")
         out[np.isnan(out)] = -np.inf
         return out
 
@@ -188,6 +195,10 @@ def _maximise(counted, start, max_iterations):
             # Outside where log p is finite: a large value the line search backs off from.
             return np.inf, np.zeros_like(x)
         return -value, -gradient
+
+    # scipy.optimize is imported here, as in methods.estimation: it takes longer to import
+    # than the rest of steindiag's dependencies, and only a search needs it.
+    from scipy import optimize
 
     # One BLAS thread: L-BFGS-B's small dense products only lose time to thread start-up.
     with np.errstate(all="ignore"), single_threaded_blas():

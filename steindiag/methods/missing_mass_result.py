@@ -179,7 +179,7 @@ def _format_point(point, digits=3):
 def _searched(details):
     """What was searched, one clause."""
     if details.start_distance.size:
-        far = (f", at a median of {np.median(details.start_distance):.2g} and up to "
+        far = (f"; a median of {np.median(details.start_distance):.2g} and up to "
                f"{np.max(details.start_distance):.2g} draw standard deviations from the "
                "draws' mean")
     else:
@@ -199,8 +199,8 @@ def _mode_search_summary(details, found, pvalue):
     joined = (f"; short chains started at {n_joined} of them that the chains' range did "
               "not cover joined the draws" if n_joined else "")
     if unvisited.size == 0:
-        return (f"every mode found ({n_modes} from {searched}) was visited by the chains"
-                f"{joined}.")
+        return (f"every mode found ({n_modes}) was visited by the chains{joined}; searched "
+                f"from {searched}.")
     largest = unvisited[np.argmax(details.relative_mass[unvisited])]
     where = _format_point(details.modes[largest])
     share = details.relative_mass[largest]
@@ -210,12 +210,12 @@ def _mode_search_summary(details, found, pvalue):
     if found:
         return (f"a mode at x = {where} with log p = {details.log_density[largest]:.4g} and "
                 f"about {share:.0%} of the mass (Laplace approximation) was never visited by "
-                f"the chains (p = {pvalue:.2g}){stayed}; the draws miss part of the target "
-                f"(searched from {searched}).")
+                f"the chains (p = {pvalue:.2g}){stayed}; the draws miss part of the target; "
+                f"searched from {searched}.")
     return (f"{unvisited.size} mode(s) were not visited, the largest at x = {where}, but "
             f"with about {share:.2g} of the mass, which {details.effective_draws:.0f} "
-            f"effective draws can miss by chance (p = {pvalue:.2g}; searched from "
-            f"{searched}).")
+            f"effective draws can miss by chance (p = {pvalue:.2g}); searched from "
+            f"{searched}.")
 
 
 def _perturbed_summary(details, found, pvalue):

@@ -4,7 +4,7 @@ Two rules, then short p-invariant chains from each mode they leave (``visited_mo
 the unvisited modes' share of p's mass (``unvisited_share``) and its binomial p-value.
 """
 import numpy as np
-from scipy import linalg, special, stats
+from scipy import linalg, special
 
 from steindiag.methods.missing_mass_modes import mahalanobis_sq
 from steindiag.stats.autocorrelation import integrated_autocorrelation_time
@@ -78,7 +78,7 @@ def deficit_pvalue(count, n_total, effective, mass):
         return 1.0
     n_eff = max(int(np.floor(effective)), 1)
     scaled = int(np.floor(count * effective / n_total))
-    return float(stats.binom.cdf(scaled, n_eff, min(_VISIT_QUANTILE * mass, 1.0)))
+    return float(special.bdtr(scaled, n_eff, min(_VISIT_QUANTILE * mass, 1.0)))  # binomial cdf
 
 
 def _draws_metric(flat):
@@ -196,7 +196,7 @@ def visited_modes(counted, draws, modes, relative, rng, n_short, short_steps):
     """
     n_chain, n_draw, d = draws.shape
     flat = draws.reshape(-1, d)
-    radius_sq = stats.chi2.ppf(_VISIT_QUANTILE, d)
+    radius_sq = special.chdtri(d, 1.0 - _VISIT_QUANTILE)   # the chi^2_d quantile
     visits = np.zeros((len(modes), n_chain), dtype=np.int64)
     for k, mode in enumerate(modes):
         inside = mahalanobis_sq(flat, mode["point"], mode["precision"]) <= radius_sq
