@@ -44,7 +44,9 @@ on the gallery-like models of ``tests/pymc_models.py``; runs with divergences or
 ``diagnose(idata, model, rng=seed)``. With ``--reference-draws N`` every healthy run is
 also checked against one long run of its model (4 x N draws after 1000 tuning steps,
 sampled once and cached): the z-score of each posterior mean against the reference's,
-with both MCSEs, so that "healthy" means right, not only converged-looking.
+with both MCSEs, so that "healthy" means right, not only converged-looking. Every NUTS
+run is cached too (``~/.cache/steindiag-bench/runs``, by model, data seed, sampler seed
+and length), so that another commit is measured on the same draws without sampling again.
 
 The machine is shared: times are indicative; rates do not depend on them.
 """
@@ -144,7 +146,7 @@ def _correlated_gaussian():
 def configurations():
     """All configurations, by name, in the order they run."""
     found = []
-    layouts = [(4, 500), (4, 1000), (4, 4000), (64, 100)]
+    layouts = [(4, 500), (4, 1000), (4, 4000), (64, 100), (1000, 60), (300, 200), (100, 600)]
     for layout in layouts:
         for dim in (1, 2, 10, 50, 100):
             for tau in (1, 3, 5.7, 9, 19, 30):
@@ -195,6 +197,70 @@ def configurations():
                                        proposal_scale=scale),
                 n_chain=n_chain, n_draw=n_draw, dim=dim, note=note + ", started at exact draws"))
 
+    # Issue 36 point 4: antithetic chains (NUTS-like) and heavy-tailed targets, valid by
+    # construction; issue 39 point 4: the sample-covariance statistic on strongly
+    # correlated targets, including short runs.
+    def valid(name, make, n_chain, n_draw, dim, note):
+        found.append(Configuration(name=name, kind="valid", make=make, n_chain=n_chain,
+                                   n_draw=n_draw, dim=dim, note=note))
+
+    # Chains whose draws are nearly independent (tau < 1) are tested draw by draw, which
+    # costs O(n^2): 4 x 500 draws keep 200 repetitions within the benchmark's time.
+    for dim, rho in [(2, -0.5), (10, -0.7)]:
+        valid(f"ar1neg-d{dim}-rho{rho:g}-4x500",
+              functools.partial(vc.ar1_chains, 4, 500, dim, rho), 4, 500, dim,
+              f"AR(1) on N(0, I_{dim}) with rho = {rho:g} (antithetic, tau = "
+              f"{float(vc.tau_for_rho(rho)):.2f}; squares lag-1 correlation {rho ** 2:g})")
+    equi10 = vc.equicorrelated_covariance(10, 0.9)
+    spread10 = np.diag(np.logspace(0.0, 1.0, 10))  # sds 1 to 3.16
+    for name, covariance, path, n_draw, note in [
+            ("exacthmc-spread-d10-T2.6", spread10, 2.6, 1000,
+             "N(0, diag(sds^2)), sds log-spaced 1 to 3.16; lag-1 correlations cos(T / sd) "
+             "from -0.86 (narrow) to 0.68 (wide)"),
+            ("exacthmc-equi0.9-d10-T1.2", equi10, 1.2, 1000,
+             "equicorrelated rho 0.9, d = 10 (sds 3.02 once, 0.32 nine times); lag-1 "
+             "correlations -0.80 (narrow) and 0.92 (wide)"),
+            ("exacthmc-equi0.9-d10-T1.2", equi10, 1.2, 250, "the same, short runs")]:
+        valid(f"{name}-4x{n_draw}",
+              functools.partial(vc.exact_hmc_gaussian, 4, n_draw, covariance, path), 4, n_draw,
+              covariance.shape[0], f"HMC with the exact flow, fixed path T = {path:g}, on "
+                                   + note)
+    t5_2 = functools.partial(vc.student_t_target, 2, 5.0)
+    valid("hmc-t5-d2-4x500",
+          functools.partial(lambda rng: vc.hmc_chains(t5_2(), 4, 500, step=0.5, n_leapfrog=5,
+                                                      rng=rng)),
+          4, 500, 2, "t5 x t5, HMC leapfrog 5 x 0.5 + Metropolis, started at exact draws "
+                      "(antithetic in the draws)")
+    for dim, nu, rho, n_draw in [(1, 3, -0.5, 500), (2, 3, 0.5, 1000), (5, 4, -0.5, 500),
+                                 (2, 3, -0.5, 250)]:
+        valid(f"t{nu}copula-d{dim}-rho{rho:g}-4x{n_draw}",
+              functools.partial(vc.student_t_ar1_chains, 4, n_draw, dim, float(nu), rho),
+              4, n_draw, dim, f"independent t{nu} coordinates, Gaussian-copula AR(1) with "
+                              f"rho = {rho:g} (squares positively autocorrelated)")
+    for dim, n_draw in [(2, 500)]:
+        valid(f"iid-t3-d{dim}-4x{n_draw}",
+              functools.partial(lambda rng, d=dim, n=n_draw: vc.iid_draws(
+                  vc.student_t_target(d, 3.0), 4, n, rng=rng)),
+              4, n_draw, dim, f"independent exact t3 draws, d = {dim}")
+    equi5 = vc.equicorrelated_covariance(5, 0.9)
+    valid("mvt4-equi0.9-d5-anti-4x500",
+          functools.partial(vc.multivariate_t_ar1_chains, 4, 500, equi5, 4.0, -0.5, 0.5),
+          4, 500, 5, "multivariate t4, scale equicorrelated rho 0.9 (d = 5); directions "
+                      "AR(1) rho -0.5, radius copula AR(1) rho 0.5")
+    for dim, n_draw in [(5, 250), (10, 250)]:
+        covariance = vc.equicorrelated_covariance(dim, 0.9)
+        valid(f"iid-equi0.9-d{dim}-4x{n_draw}",
+              functools.partial(lambda rng, c=covariance, n=n_draw: vc.iid_draws(
+                  vc.gaussian_target(np.zeros(c.shape[0]), c), 4, n, rng=rng)),
+              4, n_draw, dim, f"independent draws of N(0, Sigma), equicorrelated rho 0.9, "
+                              f"d = {dim}")
+    for dim, corr, n_draw in [(10, 0.9, 250), (10, 0.99, 250), (10, 0.9, 1000)]:
+        covariance = vc.equicorrelated_covariance(dim, corr)
+        valid(f"var1-equi{corr:g}-d{dim}-rho0.5-4x{n_draw}",
+              functools.partial(vc.var1_chains, 4, n_draw, covariance, np.full(dim, 0.5)),
+              4, n_draw, dim, f"VAR(1) on N(0, Sigma), equicorrelated rho {corr:g}, d = {dim}; "
+                              "latent AR(1) rho 0.5 (tau 3)")
+
     def power(name, make, n_chain, n_draw, dim, note):
         found.append(Configuration(name=name, kind="power", make=make, n_chain=n_chain,
                                    n_draw=n_draw, dim=dim, note=note))
@@ -238,6 +304,21 @@ def configurations():
     power("stuck-d2-4x1000",
           functools.partial(vc.stuck_chain, 4, 1000, 2, rho=0.5),
           4, 1000, 2, "3 AR(1) chains (rho 0.5) on N(0, I_2) and one constant chain")
+    for dim, n_draw in [(4, 1000), (4, 250), (2, 1000)]:
+        power(f"nearlystuck-d{dim}-4x{n_draw}",
+              functools.partial(vc.nearly_stuck_chain, 4, n_draw, dim, rho=0.5),
+              4, n_draw, dim, f"3 AR(1) chains (rho 0.5) on N(0, I_{dim}) and one 6 sd out in "
+                              "every coordinate moving 1e-5 per step (issue 39)")
+    # Many chains (issue 35): chains each in one mode of a two-mode mixture; the pooled
+    # draws hold the right shares, only the test that the chains agree can see it.
+    for n_chain, n_draw in [(1000, 60), (300, 200), (100, 600), (64, 100)]:
+        for label, fraction in (("twomodes", 0.5), ("fewmodes", 0.02)):
+            power(f"{label}-d10-{n_chain}x{n_draw}",
+                  functools.partial(vc.split_mode_chains, n_chain, n_draw, 10, separation=4.0,
+                                    rho=0.5, fraction=fraction),
+                  n_chain, n_draw, 10,
+                  f"max(1, round({fraction:g} C)) chains AR(1) (rho 0.5) in the mode -4 e1 of "
+                  "w N(-4 e1, I) + (1 - w) N(4 e1, I), the others in +4 e1; w their share")
     return {configuration.name: configuration for configuration in found}
 
 
@@ -288,14 +369,14 @@ def run_diagnose(draws, *, score, log_density, variant, seed, model=None):
     if model is not None:
         arguments = (draws, model)
         if variant == "score_only":
-            options["missing_mass"] = False
+            options["mode_search"] = False
     else:
         arguments = (draws,)
         options["score"] = score
         if variant == "log_density":
             options["log_density"] = log_density
         else:
-            options["missing_mass"] = False
+            options["mode_search"] = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -358,12 +439,11 @@ def reference_posterior(name, data_seed, draws):
     steps (target_accept as the model asks), read from the cache or sampled once."""
     import arviz as az
     import pymc as pm
-    import pymc_models
 
     path = REFERENCE_CACHE / f"reference-{name}-data{data_seed}-{draws}.nc"
     if path.exists():
         return az.from_netcdf(path)
-    gallery = pymc_models.MODELS[name](np.random.default_rng(data_seed))
+    gallery = gallery_model(name, data_seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = pm.sample(model=gallery.model, draws=draws, tune=1000, chains=4, cores=1,
@@ -398,23 +478,55 @@ def reference_check(idata, reference):
             "reference_divergences": reference_divergences}
 
 
-def run_pymc(task):
-    """NUTS on one gallery model with one seed; diagnosed when healthy."""
-    name, rep, variants, commit, draws, data_seed, reference_draws = task
-    import arviz as az
-    import pymc as pm
+@functools.lru_cache(maxsize=None)
+def gallery_model(name, data_seed):
+    """The gallery model ``name`` on the data of ``data_seed``, built once per process (so
+    that its compiled functions are reused by every run of the process)."""
     import pymc_models
 
-    gallery = pymc_models.MODELS[name](np.random.default_rng(data_seed))
-    seed = seeds_for("pymc-" + name, rep)[1]
+    return pymc_models.MODELS[name](np.random.default_rng(data_seed))
+
+
+_WARMED = set()
+
+
+def nuts_run(name, gallery, data_seed, seed, draws):
+    """(idata, sampling seconds) of one NUTS run: 4 chains x ``draws`` after as many tuning
+    steps, read from RUN_CACHE when this (model, data, seed, length) was sampled before
+    (then the seconds are those recorded with it), else sampled and stored there. The
+    cache lets a later commit be measured on the same draws (paired) without sampling
+    again."""
+    import arviz as az
+    import pymc as pm
+
+    path = REFERENCE_CACHE / "runs" / f"run-{name}-data{data_seed}-seed{seed}-{draws}.nc"
+    if path.exists():
+        idata = az.from_netcdf(path)
+        return idata, float(idata.attrs.get("sampling_seconds", float("nan")))
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = pm.sample(model=gallery.model, draws=draws, tune=draws, chains=4, cores=1,
-                          random_seed=seed % 2**31, progressbar=False,
+                          random_seed=seed, progressbar=False,
                           compute_convergence_checks=False, **gallery.sample_kwargs)
+    seconds = time.perf_counter() - start
+    idata.attrs["sampling_seconds"] = seconds
+    path.parent.mkdir(parents=True, exist_ok=True)
+    idata.to_netcdf(path)
+    return idata, seconds
+
+
+def run_pymc(task):
+    """NUTS on one gallery model with one seed; diagnosed when healthy."""
+    name, rep, variants, commit, draws, data_seed, reference_draws = task
+    import arviz as az
+
+    gallery = gallery_model(name, data_seed)
+    seed = seeds_for("pymc-" + name, rep)[1]
+    idata, sampling_seconds = nuts_run(name, gallery, data_seed, seed % 2**31, draws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         rhat = float(az.rhat(idata).to_array().max())
-    sampling_seconds = time.perf_counter() - start
     divergences = int(idata.sample_stats["diverging"].sum())
     base = {"commit": commit, "config": "pymc-" + name, "kind": "nuts", "rep": rep,
             "n_chain": 4, "n_draw": draws, "dim": gallery.dim, "data_seed": data_seed,
@@ -424,14 +536,16 @@ def run_pymc(task):
     if healthy and reference_draws:
         base.update(reference_check(idata, reference_posterior(name, data_seed,
                                                                reference_draws)))
-    if healthy:
-        # Untimed warm-up on 50 draws: compiles the model's PyTensor functions, which the
-        # first call would otherwise pay for (minutes with the C backend).
+    if healthy and (name, data_seed) not in _WARMED:
+        # Untimed warm-up on 50 draws, once per model and process: compiles the model's
+        # PyTensor functions, which the first call would otherwise pay for (minutes with
+        # the C backend).
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             import steindiag
 
             steindiag.diagnose(idata.sel(draw=slice(0, 50)), gallery.model, rng=0)
+        _WARMED.add((name, data_seed))
     rows = []
     for variant in variants:
         row = dict(base, variant=variant)
@@ -500,6 +614,38 @@ def verdict_summary(rows):
     }
 
 
+# What made a verdict "does not fit", read from its reason (pooled and every chain's).
+FIRED = (("never moved", "stuck"), ("barely move", "stuck"),
+         ("spread about", "far off"), ("draws spread", "far off"),
+         ("MMD test of agreement", "agreement (MMD)"), ("unvisited mass", "missing mass"),
+         ("KSD test rejects chain", "KSD, chains"))
+
+
+def fired_tests(row):
+    """The tests behind a run's "does not fit" verdicts (pooled and chains), as a set."""
+    found = set()
+    pairs = [("pooled", row["verdict_pooled"], row["reason_pooled"])] + [
+        ("chain", verdict, reason) for verdict, reason in zip(row["verdicts"], row["reasons"])]
+    for where, verdict, reason in pairs:
+        if verdict != "does not fit":
+            continue
+        names = [name for text, name in FIRED if text in reason]
+        if not names and "KSD test rejects" in reason:
+            names = ["KSD, pooled" if where == "pooled" else "KSD, chains"]
+        found.update(names or ["other"])
+    return found
+
+
+def fired_summary(rows):
+    """"test: runs, ..." over the runs with any "does not fit" (pooled or a chain)."""
+    counts = {}
+    for row in rows:
+        if "verdict_pooled" in row:
+            for name in fired_tests(row):
+                counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{name}: {count}" for name, count in sorted(counts.items())) or "-"
+
+
 def component_sizes(rows):
     """Per p-value variable: share of finite p-values <= the run's test_level, and <= 0.05."""
     names = sorted({name for row in rows for name in row.get("evidence", {})
@@ -544,8 +690,8 @@ def tables(rows, names):
     header = ("| configuration | variant | runs | \"does not fit\" pooled | \"does not fit\" "
               "pooled or any chain (family-wise) | \"inconclusive\" pooled | \"fits\" pooled | "
               "fits/dnf/inc | per chain: \"does not fit\" | per chain: \"inconclusive\" | "
-              "test level | median s |")
-    rule = "|---" * 12 + "|"
+              "test level | median s | tests that fired (runs) |")
+    rule = "|---" * 13 + "|"
     for kind, title in (("valid", "Valid chains: false alarms (every draw is an exact draw of p)"),
                         ("nuts", "PyMC NUTS, healthy runs only (no divergences, R-hat < 1.01)"),
                         ("power", "Biased samplers: power (a \"fits\" is a miss)")):
@@ -566,7 +712,7 @@ def tables(rows, names):
                 f"| {key[0]} | {key[1]} | {runs} | {summary['dnf_pooled']} | {summary['dnf_any']} "
                 f"| {summary['inconclusive']} | {summary['fits']} | {summary['counts']} "
                 f"| {summary['chain_dnf']} | {summary['chain_inconclusive']} | {levels} "
-                f"| {summary['seconds']:.2f} |")
+                f"| {summary['seconds']:.2f} | {fired_summary(by_key[key])} |")
         lines.append("")
         if kind == "nuts":
             lines += reference_table([row for key in selected for row in by_key[key]])

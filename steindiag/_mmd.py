@@ -17,7 +17,7 @@ from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
-from steindiag.methods.mmd import TESTS, drop_constant, mmd_tests, plan_blocks, unit_kernel_sums
+from steindiag.methods.mmd import TESTS, drop_constant, mmd_from_draws, plan_blocks
 from steindiag.outputs.mmd import blocks_message, constant_message, mmd_attrs, mmd_dataarray
 
 __all__ = ["mmd"]
@@ -92,9 +92,11 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
         (so at most 100 blocks per chain); with ``test="all"``, 5 times the largest tau
         of the chains' mean autocorrelation, and every other block is used (the blocks
         used are then a block apart, so nearly independent). Use 1 for independent
-        draws of a small sample only: the permutations cost O(n_permutations U^2) for U blocks, and the
-        block sums take 8 P U^2 bytes (P = max(8, threads)), so U = N draws of 10,000
-        would need 6.4 GB.
+        draws of a small sample only: the permutations cost O(n_permutations U^2) for U
+        blocks, and the block sums take 8 P U^2 bytes up to 1024 blocks (P = max(8,
+        threads)), 8 U^2 bytes above (U = 10,000 blocks: 0.8 GB; refused up front, with
+        a ``MemoryError`` giving the size, when it cannot fit), except for
+        ``test="all"``, which is streamed above 1024 blocks (see Notes).
     rng : int, numpy.random.Generator or None
         Source of the permutations (``numpy.random.default_rng(rng)``).
     test : {"pairs", "all"}, default "pairs"
@@ -189,7 +191,22 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     Cost: one pass over all pairs of draws, O(N^2 d) time for N draws in all; O(N d)
     memory, plus 8 P U^2 bytes for the sums between the U blocks (P = max(8, threads)
     parallel parts; U is the number of chains without permutations, at most 100 per
-    chain with the automatic block length); the N x N kernel matrix is never stored.
+    chain with the automatic block length) up to 1024 blocks, 8 U^2 bytes above; the
+    N x N kernel matrix is never stored.
+
+    Many chains. With many short chains the blocks are many (1000 chains of 60 draws in
+    blocks of 5: 12,000), so above 1024 blocks ``test="all"`` is streamed: only the
+    blocks it relabels are read (a quarter of the pairs of draws), each chain's used
+    blocks are merged into at most max(2, 2048 / C) units of equally many consecutive
+    used blocks (fewer than one unit's worth left out at each chain's end; the number
+    is ``attrs["agreement_units_per_chain"]``), and the units are relabelled among the
+    chains. The statistic is the same, over the pairs of draws in different units
+    (pairs of blocks merged into one unit are in one chain under every relabelling, so
+    they say nothing about which chain a unit belongs to); memory O(N d + U^2) with U
+    at most 2048 units (32 MiB) while 2 units per chain fit, and each relabelling costs
+    only its pairs within chains. MMD^2 between chains then takes a second pass, with
+    the chains as units. See the Background page, "Calibration on MCMC output"; measured
+    levels: benchmarks/results/calibration.md.
 
     References
     ----------
@@ -237,10 +254,10 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     blocks = plan_blocks(samples, n_permutations, block_length, test_all=test_all)
     if n_permutations and not blocks.reliable:
         warn_user(blocks_message(blocks, test_all))
-    G = unit_kernel_sums(pooled, blocks.unit_start, pre, kernel, progress)
     attrs = mmd_attrs(kernel, pre, parameters, constant, pending.attrs, n_permutations, blocks)
-    result = mmd_tests(G, blocks, n_chain=n_chain, n_draw=n_draw, two_sample=other is not None,
-                       test=test, n_permutations=n_permutations, rng=rng, progress=progress)
+    result = mmd_from_draws(pooled, blocks, pre, kernel, n_chain=n_chain, n_draw=n_draw,
+                            two_sample=other is not None, test=test,
+                            n_permutations=n_permutations, rng=rng, progress=progress)
     n_other = None if other is None else int(samples[1].shape[0] * samples[1].shape[1])
     return mmd_dataarray(result, blocks, attrs, chain=pending.chain, n_draw=n_draw, test=test,
                          n_draw_other=n_other)

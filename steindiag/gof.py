@@ -75,7 +75,8 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
         (``"thinned"`` with ``damped=True``: the wild bootstrap has no damped statistic).
     n_bootstrap : int, default 1000
         Bootstrap replicates B. The smallest possible p-value is 1 / (1 + B); below 19
-        (where it exceeds 0.05) a warning says so.
+        (where it exceeds 0.05) a warning says so. Time grows with B (see Notes, Cost); a B
+        whose bootstrap would not fit in memory is refused up front (``MemoryError``).
     {log_density_jax}
     rng : int, numpy.random.Generator or None
         Source of the bootstrap weights and of the Nyström landmarks
@@ -191,7 +192,13 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
 
     Cost: one tiled pass for all B + 1 weight vectors (the statistic is the all-ones
     vector): O(N^2 (d + B)) time, the kernel tiles shared by all columns and multiplied
-    with BLAS; O(N B) memory for the weights (8 N (B + 1) bytes); K_p is never stored.
+    with BLAS; O(N B) memory for the weights (8 N (B + 1) bytes), K_p is never stored.
+    Above 1 GiB of weights (N = 130,000 draws with B = 1000), they are drawn and read in
+    passes over their columns of 1 GiB each (each pass evaluates the kernel again: a few
+    percent more time), so memory no longer grows with B beyond the replicates
+    themselves ((chain + 1) (B + 1) numbers). A test whose bootstrap would not fit in the
+    memory available (the system's, the process's cgroup's or ``ulimit -v``'s) is
+    refused before it starts, with a ``MemoryError`` that gives the size it would need.
     With ``client=``, the weights are sent once to every worker with the draws, so each
     worker holds them too, and each task returns its row tiles' (2, B + 1) partial forms.
 

@@ -3,7 +3,7 @@
 Data flow::
 
     trace + model -> inputs.read_input (the unconstrained draws every function reads)
-                  -> the score source's one pass (PyMC: batched or per-draw, the faster;
+                  -> the score source's one pass (PyMC: per-draw, or batched where it pays;
                      numpyro: jax.grad of its potential)
                   -> outputs.traces: the same trace with sample_stats["unconstrained_draw"]
                      and sample_stats["gradient"] (nutpie's layout, which every function
@@ -69,10 +69,11 @@ def add_scores(trace, model=None, *, group="posterior", compile_mode=None, strat
         PyTensor mode of the model's graphs (as in :func:`steindiag.ksd`).
     strategy : {"auto", "batched", "per-draw"}, default "auto"
         ``"batched"``: the score graph vectorised over draws, evaluated on chunks;
-        ``"per-draw"``: the one-draw graph (as ``model.compile_dlogp`` compiles it)
-        called once per draw; ``"auto"``: from 512 draws on, time a chunk both ways and
-        keep the faster (the per-draw way is only tried when the batched one costs more
-        than 10 us a draw). The numbers are the same to rounding.
+        ``"per-draw"``: the function ``pm.sample`` compiles (log p and its gradient at
+        one draw, already in PyTensor's compile cache after sampling) called once per
+        draw; ``"auto"``: the per-draw way, and the batched graph compiled and timed
+        only where the loop would take more than 10 s, then the faster. The numbers
+        are the same to rounding.
     chunk_size : int, optional
         Draws per evaluation (default: sized from the model so that an intermediate
         array holds about 32k elements).

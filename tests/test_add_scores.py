@@ -164,42 +164,73 @@ def test_per_draw_log_density_equals_batched(lkj_model):
     logp = lkj_model.compile_logp(jacobian=True, **FAST)
     expected = [float(logp({layout[0].value_name: x[:6], layout[1].value_name: x[6:]}))
                 for x in flat]
-    run = _pymc._ScorePass(lkj_model, layout, flat, 5, "FAST_COMPILE", "per-draw",
-                           False).run()
-    np.testing.assert_allclose(run.log_density[:, 0], expected, rtol=1e-10)
-    # Without log p (the scores' own pass): the same gradient graph, log p not computed.
-    grad_only = _pymc._ScorePass(lkj_model, layout, flat, 5, "FAST_COMPILE", "per-draw",
-                                 False, with_log_density=False).run()
-    np.testing.assert_allclose(grad_only.scores, run.scores, rtol=1e-12, atol=1e-12)
-    assert np.isnan(grad_only.log_density).all()
+    for strategy in ("per-draw", "batched"):
+        run = _pymc._ScorePass(lkj_model, layout, flat, 5, "FAST_COMPILE", strategy,
+                               False).run()
+        np.testing.assert_allclose(run.log_density[:, 0], expected, rtol=1e-10)
 
 
-def test_auto_strategy_picks_faster_and_is_remembered(lkj_model, monkeypatch):
-    # Truth: the rule itself; with the floor at 0 both ways are timed, and the choice
-    # is one of the two and then remembered (a later call does not time again).
+def test_per_draw_function_is_the_sampling_function(lkj_model):
+    # Truth: PyMC's own logp_dlogp_function (the function pm.sample compiles) at the same
+    # flat draws; the core-graph fallback gives the same numbers to rounding.
+    layout = _pymc.model_layout(lkj_model)
+    flat = 0.3 * np.random.default_rng(7).standard_normal((6, 9))
+    value_grad = lkj_model.logp_dlogp_function(ravel_inputs=True, **FAST)
+    value_grad.set_extra_values({})
+    function = _pymc_graphs.build_per_draw_function(lkj_model, layout, "FAST_COMPILE")
+    core = _pymc_graphs._build_per_draw_core(lkj_model, layout, "FAST_COMPILE")
+    for x in flat:
+        log_p, grad = value_grad(x)
+        np.testing.assert_array_equal(function(x)[0], grad)
+        assert function(x)[1] == float(log_p)
+        np.testing.assert_allclose(core(x)[0], grad, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(core(x)[1], float(log_p), rtol=1e-12)
+
+
+def test_auto_strategy_compiles_batched_only_where_it_pays(lkj_model, monkeypatch):
+    # Truth: the rule itself. The per-draw way is timed first; the batched graph is not
+    # compiled while the loop costs less than compiling it (_BATCHED_PAYS_SECONDS);
+    # with that bound at 0 both are timed, the faster kept, and the timings remembered
+    # (a later call does not time again).
     layout = _pymc.model_layout(lkj_model)
     flat = 0.3 * np.random.default_rng(4).standard_normal((600, 9))
-    monkeypatch.setattr(_pymc, "_PER_DRAW_FLOOR_SECONDS", 0.0)
     mode = "FAST_COMPILE"
-    key = _pymc.strategy_key(layout, mode, with_log_density=False)  # model_scores' key
-    _pymc_graphs.COMPILED.get(lkj_model, {}).pop(key, None)
+    key = _pymc.timing_key(layout, mode)
+    cache = _pymc_graphs.COMPILED.setdefault(lkj_model, {})
+    batched_key = ("batched", _pymc_graphs.layout_key(layout), mode)
+    saved = {k: cache.pop(k) for k in (key, batched_key) if k in cache}
     try:
+        built = []
+        real_build = _pymc.build_score_function
+        monkeypatch.setattr(_pymc, "build_score_function",
+                            lambda *args: built.append(1) or real_build(*args))
+        # The Python linker's loop may take seconds on a loaded machine: the bound is
+        # set far above it, the rule is what is tested.
+        monkeypatch.setattr(_pymc, "_BATCHED_PAYS_SECONDS", 1e9)
+        scores, chosen = _pymc.model_scores(lkj_model, layout, flat, mode=mode,
+                                            return_strategy=True)
+        assert (chosen, built) == ("per-draw", [])
+        cache.pop(key)
+        monkeypatch.setattr(_pymc, "_BATCHED_PAYS_SECONDS", 0.0)
         _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch)
+        assert built == [1]
     finally:
-        # The choice is remembered per model and mode: left in place it would steer the
-        # module's later "auto" passes (the `scored` fixture's 80 draws must be batched).
-        _pymc_graphs.COMPILED.get(lkj_model, {}).pop(key, None)
+        # Left in place, the timings would steer the module's later "auto" passes.
+        cache.pop(key, None)
+        cache.update(saved)
 
 
 def _check_auto_choice(lkj_model, layout, flat, mode, monkeypatch):
     scores, chosen = _pymc.model_scores(lkj_model, layout, flat, mode=mode,
                                         return_strategy=True)
     assert chosen in ("batched", "per-draw")
+    assert set(_pymc_graphs.COMPILED[lkj_model][_pymc.timing_key(layout, mode)]) == {
+        "batched", "per-draw"}
     np.testing.assert_allclose(scores, _pymc.model_scores(
         lkj_model, layout, flat, mode=mode, strategy="batched"), rtol=1e-10, atol=1e-10)
 
     def no_timing(*args, **kwargs):
-        raise AssertionError("the remembered strategy must not be timed again")
+        raise AssertionError("the remembered timings must not be measured again")
 
     monkeypatch.setattr(_pymc._ScorePass, "_timed", no_timing)
     _, again = _pymc.model_scores(lkj_model, layout, flat, mode=mode, progress=False,
@@ -273,7 +304,7 @@ def test_strategy_validation(lkj_model, lkj_trace):
 
 @pytest.fixture(scope="module")
 def scored(lkj_model, lkj_trace):
-    # "auto", as every function with model= (below 512 draws: the batched graph), so that
+    # "auto", as every function with model= (on 80 draws: the per-draw function), so that
     # the stored scores are bitwise those a model= call computes: the per-draw function is
     # PyMC's own gradient graph, equal to the batched one to rounding only
     # (test_per_draw_equals_batched), and a bootstrap p-value can flip on a tie at 1e-16.
@@ -304,7 +335,7 @@ def test_add_scores_layout_and_provenance(lkj_model, lkj_trace, scored):
     assert gradient.attrs["space"] == "unconstrained"
     assert gradient.attrs["jacobian"] == "included"
     assert gradient.attrs["pytensor_mode"] == "FAST_COMPILE"
-    assert gradient.attrs["score_strategy"] == "batched"  # "auto" below 512 draws
+    assert gradient.attrs["score_strategy"] == "per-draw"  # "auto": the loop costs < 10 s
     assert gradient.attrs["steindiag_version"] == steindiag.__version__
     # Truth: nutpie's labels (name, name_i) and steindiag's (mu[a]) of the 6 + 3 values.
     value_name = _pymc.model_layout(lkj_model)[0].value_name

@@ -25,8 +25,8 @@ import xarray as xr  # noqa: E402
 from scipy import stats  # noqa: E402
 
 import steindiag  # noqa: E402
-from steindiag import _mmd  # noqa: E402
 from steindiag.kernels import IMQ  # noqa: E402
+from steindiag.methods.mmd import unit_kernel_sums  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reference import (  # noqa: E402
@@ -162,7 +162,7 @@ def test_unit_sums_match_reference():
     x = rng.standard_normal((500, 2))
     starts = np.array([0, 7, 300, 301, 500], dtype=np.int64)
     pre = steindiag.kernels.preconditioner.make_preconditioner("identity", x, ["a", "b"])
-    G = _mmd.unit_kernel_sums(x, starts, pre, IMQ())
+    G = unit_kernel_sums(x, starts, pre, IMQ())
     K = imq_base_kernel_matrix(x, x, np.eye(2))
     np.fill_diagonal(K, 0.0)
     expected = np.array([[K[starts[u]:starts[u + 1], starts[v]:starts[v + 1]].sum()
@@ -177,11 +177,11 @@ def test_unit_sums_same_result_on_one_and_two_threads():
     x = np.random.default_rng(19).standard_normal((900, 3))
     starts = np.array([0, 100, 450, 451, 900], dtype=np.int64)
     pre = steindiag.kernels.preconditioner.make_preconditioner("identity", x, ["a", "b", "c"])
-    full = _mmd.unit_kernel_sums(x, starts, pre, IMQ())
+    full = unit_kernel_sums(x, starts, pre, IMQ())
     saved = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        single = _mmd.unit_kernel_sums(x, starts, pre, IMQ())
+        single = unit_kernel_sums(x, starts, pre, IMQ())
     finally:
         numba.set_num_threads(saved)
     # Truth: the rows are split into 8 parts whatever the thread count (up to 8), each part

@@ -238,3 +238,31 @@ def test_long_work_is_logged_when_no_bar_is_shown(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="steindiag"):
         steindiag.ksd(_X, score=-_X)
     assert not [r for r in caplog.records if r.name == "steindiag"]
+
+
+def test_long_compilation_is_announced(monkeypatch, capsys, caplog):
+    # Issue 37: a first call on a new PyMC model compiled for up to a minute in silence.
+    # Truth: the documented rule of compile_notice: a block longer than its threshold is
+    # announced (a line on stderr where a bar would show, INFO records where a pass
+    # would log), with its duration at the end; a shorter block, or progress=False,
+    # says nothing.
+    notice = steindiag.engine.progress.compile_notice
+    with notice(True, "the test graph", after=0.05):
+        time.sleep(0.3)
+    err = capsys.readouterr().err
+    assert "steindiag: compiling the test graph ..." in err
+    assert "steindiag: compiled the test graph in" in err
+    for progress in (True, False):
+        with notice(progress, "the test graph", after=5.0):
+            pass
+    with notice(False, "the test graph", after=0.0):
+        time.sleep(0.1)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(steindiag.engine.progress, "_interactive", lambda: False)
+    with caplog.at_level(logging.INFO, logger="steindiag"):
+        with notice(None, "the test graph", after=0.05):
+            time.sleep(0.3)
+    messages = [r.getMessage() for r in caplog.records if r.name == "steindiag"]
+    assert messages[0] == "compiling the test graph ..."
+    assert messages[1].startswith("compiled the test graph in")
+    assert capsys.readouterr().err == ""

@@ -173,6 +173,36 @@ def student_t_target(dim, degrees_of_freedom=5.0):
                   sample=sample, mean=np.zeros(dim))
 
 
+def multivariate_t_target(scale_matrix, degrees_of_freedom=5.0):
+    """The multivariate Student-t with scale matrix S and nu degrees of freedom, centred.
+
+    log p(x) = -(nu + d) / 2 log(1 + x^T S^-1 x / nu) + const; score
+    -(nu + d) S^-1 x / (nu + x^T S^-1 x); exact draws L z / sqrt(w / nu) with L L^T = S,
+    z ~ N(0, I_d) and w ~ chi^2_nu independent. Covariance nu / (nu - 2) S for nu > 2:
+    heavy tails and correlation at once.
+    """
+    scale_matrix = np.atleast_2d(np.asarray(scale_matrix, dtype=float))
+    precision = np.linalg.inv(scale_matrix)
+    cholesky = np.linalg.cholesky(scale_matrix)
+    dim, nu = scale_matrix.shape[0], float(degrees_of_freedom)
+
+    def quadratic(x):
+        return np.einsum("ni,ij,nj->n", x, precision, x)
+
+    def log_density(x):
+        return -0.5 * (nu + dim) * np.log1p(quadratic(x) / nu)
+
+    def score(x):
+        return -(nu + dim) * (x @ precision) / (nu + quadratic(x))[:, None]
+
+    def sample(rng, n):
+        z = rng.standard_normal((n, dim)) @ cholesky.T
+        return z / np.sqrt(rng.chisquare(nu, size=n) / nu)[:, None]
+
+    return Target(name=f"multivariate t{nu:g}, d={dim}", dim=dim, log_density=log_density,
+                  score=score, sample=sample, mean=np.zeros(dim))
+
+
 def gaussian_mixture_target(means, weights=None, sd=1.0):
     """sum_k w_k N(mu_k, sd^2 I) as a :class:`Target`.
 
@@ -420,6 +450,173 @@ def mala(target, n_chain, n_draw, *, step, rng, proposal_scale=None):
                   description=f"MALA on {target.name}, step {step:g}")
 
 
+def hmc_chains(target, n_chain, n_draw, *, step, n_leapfrog, rng, jitter=0.0):
+    """Hamiltonian Monte Carlo on ``target``: leapfrog with a Metropolis correction.
+
+    Each transition draws a momentum m ~ N(0, I), runs L = ``n_leapfrog`` leapfrog steps
+    of size h (``step``, times a factor drawn uniformly from [1 - jitter, 1 + jitter]
+    per transition and chain) and accepts the end point with probability
+    min(1, exp(-H(end) + H(start))), H(x, m) = -log p(x) + |m|^2 / 2. Started at exact
+    draws.
+
+    Notes
+    -----
+    Exact: the leapfrog map is volume-preserving and reversible (with the momentum
+    flipped), so the Metropolis step makes the transition leave p(x) N(m; 0, I)
+    invariant, and a fresh momentum leaves it invariant too; a step size drawn
+    independently of the state does not change that. Started at an exact draw, every
+    x_t is marginally p. With a path L h near half a period of the target's oscillation
+    the draws are antithetic (negative lag-1 autocorrelation), as NUTS's often are,
+    while their squares stay positively autocorrelated.
+    """
+    x = target.sample(rng, n_chain)
+    log_p, score = target.log_density(x), target.score(x)
+    draws = np.empty((n_chain, n_draw, target.dim))
+    draws[:, 0] = x
+    accepted = np.zeros(n_chain)
+    for t in range(1, n_draw):
+        h = step * (1.0 + jitter * rng.uniform(-1.0, 1.0, size=(n_chain, 1)))
+        momentum = rng.standard_normal(x.shape)
+        start_energy = -log_p + 0.5 * (momentum ** 2).sum(axis=1)
+        position, gradient = x.copy(), score.copy()
+        momentum = momentum + 0.5 * h * gradient
+        for step_index in range(n_leapfrog):
+            position = position + h * momentum
+            gradient = target.score(position)
+            if step_index < n_leapfrog - 1:
+                momentum = momentum + h * gradient
+        momentum = momentum + 0.5 * h * gradient
+        log_p_end = target.log_density(position)
+        end_energy = -log_p_end + 0.5 * (momentum ** 2).sum(axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            accept = np.log(rng.uniform(size=n_chain)) < start_energy - end_energy
+        accept &= np.isfinite(end_energy)
+        x = np.where(accept[:, None], position, x)
+        log_p = np.where(accept, log_p_end, log_p)
+        score = np.where(accept[:, None], gradient, score)
+        accepted += accept
+        draws[:, t] = x
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True, acceptance=accepted / max(n_draw - 1, 1),
+                  description=f"HMC on {target.name}, step {step:g} x {n_leapfrog}")
+
+
+def exact_hmc_gaussian(n_chain, n_draw, covariance, path_length, *, rng, jitter=0.0):
+    """HMC with the exact Hamiltonian flow on N(0, Sigma), unit mass, path length T.
+
+    In the eigenbasis Sigma = Q diag(lambda) Q^T, the flow for time T maps each
+    coordinate z_k = (Q^T x)_k with fresh momentum m_k ~ N(0, 1) to
+    z_k cos(T / sd_k) + sd_k m_k sin(T / sd_k), sd_k = sqrt(lambda_k). With a fixed path
+    (``jitter`` 0) each z_k is a stationary AR(1) path with coefficient cos(T / sd_k),
+    negative where T / sd_k is between pi / 2 and 3 pi / 2 (antithetic draws); with
+    ``jitter`` j, T is drawn uniformly from [T (1 - j), T (1 + j)] at every transition
+    (one for all coordinates, as NUTS's path is), which averages the coefficients of the
+    fast coordinates towards 0.
+
+    Notes
+    -----
+    Exact: the exact flow conserves H and volume, so no Metropolis step is needed; given
+    T (drawn independently of the state), z_k' has mean 0 and variance
+    sd_k^2 (cos^2 + sin^2), so x' = Q z' ~ N(0, Sigma) whenever x does, and the chains
+    start at exact draws.
+    """
+    covariance = np.atleast_2d(np.asarray(covariance, dtype=float))
+    eigenvalues, rotation = np.linalg.eigh(covariance)
+    sds = np.sqrt(eigenvalues)
+    target = gaussian_target(np.zeros(covariance.shape[0]), covariance)
+    latent = np.empty((n_chain, n_draw, sds.size))
+    latent[:, 0] = sds * rng.standard_normal((n_chain, sds.size))
+    for t in range(1, n_draw):
+        path = float(path_length) * (1.0 + jitter * rng.uniform(-1.0, 1.0, size=(n_chain, 1)))
+        angle = path / sds
+        momentum = rng.standard_normal((n_chain, sds.size))
+        latent[:, t] = latent[:, t - 1] * np.cos(angle) + sds * momentum * np.sin(angle)
+    draws = latent @ rotation.T
+    rho = np.cos(float(path_length) / sds)
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True,
+                  description=f"exact HMC on N(0, Sigma), d={covariance.shape[0]}, path "
+                              f"{path_length:g} (jitter {jitter:g}), lag-1 correlations at the "
+                              f"fixed path {rho.min():.2f} to {rho.max():.2f}")
+
+
+def equicorrelated_covariance(dim, correlation, sds=None):
+    """Sigma_ij = s_i s_j (correlation if i != j else 1): every pair equally correlated.
+
+    ``sds`` default all 1. Eigenvalues 1 + (d - 1) correlation (once) and 1 - correlation
+    (d - 1 times) for unit sds: condition number about d / (1 - correlation).
+    """
+    sds = np.ones(dim) if sds is None else np.asarray(sds, dtype=float)
+    correlation_matrix = np.full((dim, dim), float(correlation))
+    np.fill_diagonal(correlation_matrix, 1.0)
+    return np.outer(sds, sds) * correlation_matrix
+
+
+def iid_draws(target, n_chain, n_draw, *, rng):
+    """Independent exact draws of ``target``, as (chain, draw, d) chains."""
+    draws = target.sample(rng, n_chain * n_draw).reshape(n_chain, n_draw, target.dim)
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True, description=f"independent draws of {target.name}")
+
+
+def student_t_ar1_chains(n_chain, n_draw, dim, degrees_of_freedom, rho, *, rng):
+    """Stationary chains on independent Student-t coordinates through a Gaussian copula.
+
+    x_t = F_nu^-1(Phi(z_t)) coordinate-wise, z an AR(1) path with coefficient ``rho``
+    (:func:`ar1_paths`). With rho < 0 the draws are antithetic while their squares stay
+    positively autocorrelated (as z_t^2 has lag-1 correlation rho^2), the pattern of NUTS
+    output, on a target whose scores are heavy-tailed.
+
+    Notes
+    -----
+    Exact: every z_t is an exact N(0, 1) draw, so Phi(z_t) is uniform and F_nu^-1 of it an
+    exact t_nu draw (the probability integral transform), for every t.
+    """
+    from scipy import special, stats
+
+    target = student_t_target(dim, degrees_of_freedom)
+    latent = ar1_paths(n_chain, n_draw, np.full(dim, float(rho)), rng=rng)
+    # Phi(z) through the tails in log space: stats.t.ppf of special.ndtr would round
+    # 1 - 1e-17 to 1 for z > 8.3 (never reached here, but exact where it is).
+    draws = np.where(latent > 0,
+                     stats.t.isf(special.ndtr(-latent), degrees_of_freedom),
+                     stats.t.ppf(special.ndtr(latent), degrees_of_freedom))
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True,
+                  description=f"t{degrees_of_freedom:g} copula AR(1) on {target.name}, "
+                              f"rho={rho:g}")
+
+
+def multivariate_t_ar1_chains(n_chain, n_draw, scale_matrix, degrees_of_freedom, rho,
+                              scale_rho, *, rng):
+    """Stationary chains on a correlated multivariate Student-t: x_t = L z_t / sqrt(w_t / nu).
+
+    z an AR(1) path per coordinate with coefficient ``rho`` (negative: antithetic
+    directions), w_t = F_chi2_nu^-1(Phi(u_t)) with u an AR(1) path with coefficient
+    ``scale_rho`` (positive: the radius, hence the squares and the score's size, stays
+    positively autocorrelated).
+
+    Notes
+    -----
+    Exact: for every t, z_t ~ N(0, I) and u_t ~ N(0, 1) are independent, so w_t is an
+    exact chi^2_nu draw independent of z_t, and L z_t / sqrt(w_t / nu) an exact draw of
+    :func:`multivariate_t_target`.
+    """
+    from scipy import special, stats
+
+    target = multivariate_t_target(scale_matrix, degrees_of_freedom)
+    cholesky = np.linalg.cholesky(np.atleast_2d(np.asarray(scale_matrix, dtype=float)))
+    latent = ar1_paths(n_chain, n_draw, np.full(target.dim, float(rho)), rng=rng)
+    radius = ar1_paths(n_chain, n_draw, [float(scale_rho)], rng=rng)[..., 0]
+    w = np.where(radius > 0, stats.chi2.isf(special.ndtr(-radius), degrees_of_freedom),
+                 stats.chi2.ppf(special.ndtr(radius), degrees_of_freedom))
+    draws = (latent @ cholesky.T) / np.sqrt(w / degrees_of_freedom)[..., None]
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=True,
+                  description=f"copula AR(1) on {target.name}, direction rho={rho:g}, "
+                              f"radius rho={scale_rho:g}")
+
+
 # ------------------------------------------------------------------------------------
 # Biased samplers
 # ------------------------------------------------------------------------------------
@@ -515,6 +712,29 @@ def one_mode_draws(n_chain, n_draw, dim, *, rng, separation=4.0, rho=0.0):
                               f"rho={rho:g}")
 
 
+def split_mode_chains(n_chain, n_draw, dim, *, rng, separation=4.0, rho=0.0, fraction=0.5):
+    """Chains each in one mode of w N(-a e_1, I) + (1 - w) N(a e_1, I) (a = ``separation``).
+
+    n_left = max(1, round(``fraction`` C)) chains, chosen at random, are a stationary AR(1)
+    path (coefficient ``rho``) of the left component, the others of the right one, and
+    the target's weight w = n_left / C: the pooled draws hold each mode's share of the
+    mass, but no chain moves between the modes, so the chains disagree. KSD is nearly
+    blind to this (near a mode the mixture's score is that mode's); the test that the
+    chains agree is not. Diagnosed against the mixture's score and log density.
+    """
+    n_left = max(1, int(round(fraction * n_chain)))
+    means = np.zeros((2, dim))
+    means[0, 0], means[1, 0] = -separation, separation
+    target = gaussian_mixture_target(means, weights=[n_left / n_chain, 1 - n_left / n_chain])
+    draws = ar1_paths(n_chain, n_draw, np.full(dim, float(rho)), rng=rng) + means[1]
+    left = rng.choice(n_chain, size=n_left, replace=False)
+    draws[left] += means[0] - means[1]
+    return Chains(draws=draws, score=target.score, log_density=target.log_density,
+                  valid=False,
+                  description=f"{n_left} of {n_chain} chains in the mode -{separation:g} e1, "
+                              f"the others in +{separation:g} e1, d={dim}, rho={rho:g}")
+
+
 def wrong_score_banana(n_chain, n_draw, *, rng, curvature=0.03, assumed_curvature=0.0,
                        first_variance=100.0):
     """Exact independent draws of a banana, diagnosed with another banana's score.
@@ -541,3 +761,20 @@ def stuck_chain(n_chain, n_draw, dim, *, rng, rho=0.0):
                   valid=False,
                   description=f"{n_chain - 1} AR(1) chains (rho={rho:g}) on N(0, I_{dim}) "
                               "and one constant chain")
+
+
+def nearly_stuck_chain(n_chain, n_draw, dim, *, rng, rho=0.5, offset=6.0, move=1e-5):
+    """Valid AR(1) chains on N(0, I_d) and a last one that sits ``offset`` sd out in every
+    coordinate and moves ``move`` per step (a Gaussian random walk of that step size).
+
+    The case of issue 39: a chain that barely moves, far out, is not sampling the target;
+    its draws are distinct (no two equal), so equality does not find it.
+    """
+    chains = ar1_chains(n_chain, n_draw, dim, rho, rng=rng)
+    draws = chains.draws
+    steps = move * rng.standard_normal((n_draw, dim))
+    draws[-1] = offset + np.cumsum(steps, axis=0)
+    return Chains(draws=draws, score=chains.score, log_density=chains.log_density,
+                  valid=False,
+                  description=f"{n_chain - 1} AR(1) chains (rho={rho:g}) on N(0, I_{dim}) and "
+                              f"one {offset:g} sd out moving {move:g} per step")

@@ -17,5 +17,6 @@ or PyMC, and the Numba kernels validate no input.
 - ``svgd``: Numba kernel sums with a vector-valued result (the SVGD direction);
 - ``threads``: a compiled pass run on Numba's threads, and BLAS held to one thread;
 - ``progress``: progress bars and Ctrl-C between the chunks of a long pass;
+- ``memory``: the memory available to this process, and refusals of larger requests;
 - ``dask``: the same passes as tasks on a dask.distributed cluster (``client=``).
 """

@@ -14,12 +14,14 @@ import numpy as np
 from steindiag.engine.multi_products import (
     QUADRATIC_TILE_ROWS,
     quadratic_pairs,
+    quadratic_pieces,
     stein_matmat,
     stein_quadratic_forms,
 )
 from steindiag.engine.threads import single_threaded_blas
 
-__all__ = ["forms_pairs", "quadratic_forms", "row_tiles", "stein_matrix_product"]
+__all__ = ["forms_pairs", "forms_memory", "quadratic_forms", "row_tiles",
+           "stein_matrix_product"]
 
 
 def row_tiles(n_chain, n_draw):
@@ -36,6 +38,16 @@ def forms_pairs(n_chain, n_draw, pooled):
     """Pairs of points ``quadratic_forms`` evaluates (for a progress bar's total)."""
     starts, stops, chain_start = row_tiles(n_chain, n_draw)
     return int(quadratic_pairs(starts, stops, chain_start, pooled).sum())
+
+
+def forms_memory(n_chain, n_draw, d, n_columns, pooled):
+    """Bytes ``quadratic_forms`` holds beyond W and the draws, for W with ``n_columns``
+    columns: each unit of work's share of the forms (units x 2 x columns), their sum per
+    row tile and per chain (this process; a cluster's workers hold their own)."""
+    starts, stops, chain_start = row_tiles(n_chain, n_draw)
+    units = quadratic_pieces(starts, stops, chain_start, pooled,
+                             8 * d + 20 + 2 * n_columns)[0].shape[0]
+    return 8.0 * n_columns * (2 * units + 4 * starts.shape[0] + n_chain + 1)
 
 
 def quadratic_forms(draws, scores, preconditioner, kernel, weights, pooled, backend=None,

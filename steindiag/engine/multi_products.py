@@ -20,6 +20,9 @@ innermost loops running over points with unit stride).
   IMQ f(t) = (c^2 + t)^beta, or another kernel of ``steindiag.kernels``) over all pairs
   of points between (and within) contiguous groups of points, for the
   MMD and its block-permutation test. O(N^2 d) time, O(parts * U^2) memory for U groups.
+- ``base_kernel_unit_rows``: the same sums with each group's row of sums computed by one
+  task, so that no thread keeps its own copy: O(U^2) memory (one U x U array), for many
+  groups (many short chains).
 """
 
 import numba as nb
@@ -32,7 +35,7 @@ from steindiag.engine.row_sums import _FAST_SUM, _accumulate_block
 from steindiag.kernels._stein import block_base_sum, block_stein_values, kernel_constants
 
 __all__ = ["stein_matmat", "stein_quadratic_forms", "base_kernel_unit_sums",
-           "QUADRATIC_TILE_ROWS"]
+           "base_kernel_unit_rows", "QUADRATIC_TILE_ROWS"]
 
 # Points per inner block (the per-pair accumulators of one block live in L1), as in _kernels.
 _BLOCK = 256
@@ -371,3 +374,95 @@ def _unit_sums_part(draws_t, a, isotropic, kind, params, unit_start, partial, n_
                                                  min(_BLOCK, hi - j0), qdist, kind,
                                                  params)
                     acc[unit_i, unit_j] += total
+
+
+def base_kernel_unit_rows(draws_t, a, isotropic, kind, params, unit_start, out, bar=None):
+    """Lower-triangle sums of the base kernel between units, one task per unit's row.
+
+    Parameters
+    ----------
+    draws_t, a, isotropic, kind, params, unit_start, bar : as in ``base_kernel_unit_sums``
+    out : float64 (U, U), overwritten on and below the diagonal (above it: untouched)
+
+    After the call, for u > v, out[u, v] = sum of k(x_i, x_j) over i in u, j in v, and
+    out[u, u] = sum over pairs j < i inside u; so the full sums are L + L^T for L the lower
+    triangle of ``out``. Row u is written by one task only (the points of unit u against
+    every earlier point, in order), so no thread keeps a copy of the sums and the result
+    does not depend on the number of threads: memory O(U^2) (``out``) instead of
+    ``base_kernel_unit_sums``'s O(parts * U^2); the summation order differs from it, so
+    the two agree to round-off only. Tasks pair unit t with unit U - 1 - t (for units of
+    equal size, every task then evaluates about the same number of pairs), so the pass is
+    balanced when there are many units of similar sizes (many short chains or blocks).
+    """
+    n_units = unit_start.shape[0] - 1
+    d = draws_t.shape[1]
+    n_tasks = (n_units + 1) // 2
+    isotropic = bool(isotropic)
+    unit_start = np.ascontiguousarray(unit_start, dtype=np.int64)
+    sizes = np.diff(unit_start).astype(np.float64)
+    # Pairs evaluated by the unit's row (its points against every earlier point).
+    row_pairs = sizes * unit_start[:-1] + sizes * (sizes - 1.0) / 2.0
+    task = np.arange(n_tasks)
+    partner = n_units - 1 - task
+    work = row_pairs[task] + np.where(partner != task, row_pairs[partner], 0.0)
+
+    def compute_tasks(lo, hi):
+        on_threads(_unit_rows_tasks, draws_t, a, isotropic, kind, params, unit_start, out,
+                   np.int64(lo), np.int64(hi))
+
+    run_in_passes(compute_tasks, work, 3 * d + 10, min_units=8, bar=bar)
+
+
+@nb.njit(cache=True, nogil=True, fastmath=_FAST_SUM, error_model="numpy")
+def _unit_rows_tasks(draws_t, a, isotropic, kind, params, unit_start, out, task_lo, task_hi,
+                     first, step):
+    """Tasks task_lo + first, task_lo + first + step, ... before task_hi of
+    ``base_kernel_unit_rows`` (see ``engine.threads``): task t computes the rows of units
+    t and U - 1 - t."""
+    n_units = unit_start.shape[0] - 1
+    d = draws_t.shape[1]
+    c2, beta = kernel_constants(kind, params)
+    qdist = np.empty(_BLOCK)
+    x_i = np.empty(d)
+    for task in range(task_lo + first, task_hi, step):
+        for half in range(2):
+            unit_i = task if half == 0 else n_units - 1 - task
+            if half == 1 and unit_i == task:
+                break
+            row = out[unit_i]
+            for unit_j in range(unit_i + 1):
+                row[unit_j] = 0.0
+            for i in range(unit_start[unit_i], unit_start[unit_i + 1]):
+                for k in range(d):
+                    x_i[k] = draws_t[0, k, i]
+                # Distances to the earlier points in blocks of _BLOCK (across units), the
+                # kernel summed over each unit's part of the block.
+                unit_j = 0
+                for j0 in range(0, i, _BLOCK):
+                    nj = min(_BLOCK, i - j0)
+                    _block_distances(draws_t, a, isotropic, x_i, j0, nj, qdist)
+                    m = 0
+                    while m < nj:
+                        while unit_start[unit_j + 1] <= j0 + m:
+                            unit_j += 1
+                        stop = min(nj, unit_start[unit_j + 1] - j0)
+                        row[unit_j] += block_base_sum(kind, c2, beta, qdist[m:], stop - m)
+                        m = stop
+
+
+@nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
+def _block_distances(draws_t, a, isotropic, x_i, j0, nj, qdist):
+    """qdist[m] = (x_i - x_(j0 + m))^T A (x_i - x_(j0 + m)) for m < nj."""
+    d = draws_t.shape[1]
+    for k in range(d):
+        xk = x_i[k]
+        ak = a[0] if isotropic else a[k]
+        xs = draws_t[0, k, j0 : j0 + nj]
+        if k == 0:
+            for m in range(nj):
+                u = xk - xs[m]
+                qdist[m] = ak * u * u
+        else:
+            for m in range(nj):
+                u = xk - xs[m]
+                qdist[m] += ak * u * u

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 __all__ = ["CHUNK_SECONDS", "CONSERVATIVE_FLOPS", "ONE_THREAD_FLOPS", "check_progress",
-           "make_progress", "progress_bar", "run_in_passes", "run_stoppable"]
+           "compile_notice", "make_progress", "progress_bar", "run_in_passes", "run_stoppable"]
 
 # Show a bar automatically only for passes expected to take longer than this (seconds).
 _AUTO_SECONDS = 5.0
@@ -133,6 +133,52 @@ def progress_bar(progress, total, expected_seconds, desc="Stein kernel pass", un
     finally:
         if bar is not None:
             bar.close()
+
+
+# A compilation that has run this long is announced (seconds).
+_COMPILE_NOTICE_SECONDS = 1.0
+
+
+@contextlib.contextmanager
+def compile_notice(progress, what, after=_COMPILE_NOTICE_SECONDS):
+    """Say "compiling <what>" once the block has run ``after`` seconds, and when it ended.
+
+    Where progress is shown: a line on stderr when a bar would be (``progress`` True, or
+    None when interactive), else INFO records of the "steindiag" logger (as a pass's
+    progress without a bar); nothing with ``progress=False``. A compilation cannot report
+    its own progress, so a timer thread writes the line while it runs: a block that ends
+    sooner says nothing.
+    """
+    to_stderr = progress is True or (progress is None and _interactive())
+    to_log = (not to_stderr and progress is not False
+              and _LOG.isEnabledFor(logging.INFO))
+    if not (to_log or (to_stderr and sys.stderr is not None)):
+        yield
+        return
+    start = time.perf_counter()
+    said = threading.Event()
+
+    def say(message):
+        if to_stderr:
+            sys.stderr.write(f"steindiag: {message}\n")
+            sys.stderr.flush()
+        else:
+            _LOG.info("%s", message)
+
+    def announce():
+        said.set()
+        say(f"compiling {what} ...")
+
+    timer = threading.Timer(after, announce)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        timer.join()
+        if said.is_set():
+            say(f"compiled {what} in {time.perf_counter() - start:.1f} s")
 
 
 def run_in_passes(compute, work, flops_per_work, *, min_units=1, bar=None, serial=False):

@@ -16,7 +16,8 @@ The reading step and what every reader shares:
 - ``_checks``: checks shared by the readers (space, compile mode, the scores' scale);
 - ``_labels``: the one labelling rule (``theta[a]``, ``theta[0]``, ``Sigma[0, 1]``);
 - ``_space``: checks that the draws are in the space the caller says;
-- ``_sampler``: the sampler's divergences stored in a trace (``SamplerWarnings``).
+- ``_sampler``: the sampler's divergences stored in a trace, with their flags per draw and
+  the chains' mean acceptance (``SamplerWarnings``).
 
 The readers (a sampler's library is imported only when its object is given):
 
@@ -36,7 +37,8 @@ PyMC models as score sources (PyMC imported only when a model is given):
 - ``_pymc_data``: the model's data checked against the trace's;
 - ``_pymc_functions``: batched log p and score callables, for methods that move points;
 - ``_pymc_values``: constrained values and deterministics at unconstrained draws;
-- ``_pymc_prior``: prior draws as overdispersed starts, in the unconstrained layout.
+- ``_pymc_prior``: prior draws as overdispersed starts, in the unconstrained layout;
+- ``_pymc_hierarchy``: whether the model holds a centred hierarchy (``Parameterisation``).
 
 For the summaries and checks:
 

@@ -3,8 +3,9 @@
 Methods that move points or evaluate p away from the draws (the missing-mass search,
 regularised Stein thinning, SVGD, the corrections' checks) take their functions from
 one :class:`ScoreSource`, built once by the reading step: a user's callables or arrays,
-a PyMC model's batched graphs (``_pymc.model_scores`` / ``_pymc.model_log_density``: one
-vectorised graph evaluated on chunks of draws, never a Python call per draw), a JAX or
+a PyMC model's compiled log p and score (``_pymc.model_scores`` /
+``_pymc.model_log_density``: the function ``pm.sample`` compiled, or a vectorised graph on
+chunks of draws where compiling it pays), a JAX or
 numpyro target's ``jax.grad``, or a sampler's own log p (emcee, Stan).
 """
 

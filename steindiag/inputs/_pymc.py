@@ -10,12 +10,16 @@ Data flow::
     x (N, d)              -> grad of model.logp(jacobian=True) -> s (N, d): model_scores
     x (N, d)              -> model.logp(jacobian=True) itself, same function -> log p (N,)
 
-The compiled functions (:mod:`steindiag.inputs._pymc_graphs`) are evaluated on chunks of
-draws. For some models the vectorised graph runs slower than PyTensor's one-draw graph
-called once per draw (an ``LKJCholeskyCov`` whose batched Cholesky ops run as a loop
-inside the graph, see benchmarks/bench_scores.py): the score pass then times a chunk both
-ways and keeps the faster (``strategy="auto"``). Both are the gradient of the same core
-graph, so they give the same numbers in the same layout.
+The compiled functions (:mod:`steindiag.inputs._pymc_graphs`) are of two kinds: the
+per-draw function, the very one ``pm.sample`` compiles (``model.logp_dlogp_function``,
+log p and its gradient at one flat draw), which PyTensor's compile cache already holds
+after sampling; and the batched graph (log p vectorised over draws, and its gradient),
+evaluated on chunks of draws, faster a draw on most models but 7-60 s to compile on an
+empty cache. ``strategy="auto"`` runs the per-draw loop and compiles the batched graph
+only when the loop would take longer than that, then keeps the faster (an
+``LKJCholeskyCov``'s batched Cholesky ops run as a loop inside the graph, slower than the
+per-draw function: benchmarks/bench_scores.py). Both give the gradient of the same log p
+in the same layout, equal to rounding.
 """
 
 import time
@@ -25,14 +29,14 @@ from math import prod
 import numpy as np
 
 from steindiag._validate import check_choice
-from steindiag.engine.progress import make_progress
+from steindiag.engine.progress import compile_notice, make_progress
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.inputs._pymc_data import data_value, inconsistent_data_message, is_shape_error
 from steindiag.inputs._pymc_graphs import (COMPILED, build_per_draw_function,
                                            build_score_function, cached, layout_key, mode_key)
 
 __all__ = ["FreeVariable", "model_layout", "value_inputs", "chunk_size_for", "model_scores",
-           "model_log_density", "default_compile_mode", "strategy_key", "STRATEGIES"]
+           "model_log_density", "default_compile_mode", "timing_key", "STRATEGIES"]
 
 STRATEGIES = ("auto", "batched", "per-draw")
 
@@ -153,12 +157,14 @@ def model_layout(model):
 
 
 def default_compile_mode():
-    """PyTensor mode used for the batched graphs.
+    """PyTensor mode used for the model's functions.
 
-    The C backend ("CVM") when a C++ compiler is configured: measured on PyTensor 2.38
-    and 3.3 (benchmarks/bench_scores.py), the first call for a 10-parameter regression
-    takes 6-7 s on an empty compile cache (NUMBA: 36 s on PyTensor 3) and the compiled
-    score evaluates 20,000 draws in 35-40 ms. Without a compiler, "NUMBA".
+    The C backend ("CVM") when a C++ compiler is configured: the backend of PyMC's
+    default mode, so the per-draw function is the one ``pm.sample`` compiled and found in
+    PyTensor's compile cache. Measured on PyTensor 2.38 and 3.3 (benchmarks/bench_scores.py),
+    the batched graph of a 10-parameter regression compiles in 6-7 s on an empty cache
+    (NUMBA: 36 s on PyTensor 3) and evaluates 20,000 draws in 35-40 ms. Without a
+    compiler, "NUMBA".
     """
     import pytensor
 
@@ -186,39 +192,35 @@ def value_inputs(layout, flat_draws):
     return inputs
 
 
-# The per-draw loop costs at least a Python call per draw (about 10-30 us with PyTensor's
-# function overhead): a batched graph faster than this per draw is never timed against it.
-_PER_DRAW_FLOOR_SECONDS = 1e-5
-# Draws below which "auto" does not time the two strategies (both take well under 1 s).
-_AUTO_MIN_DRAWS = 512
-# Draws of the per-draw loop timed against one batched chunk.
+# "auto" compiles the batched graph only when the per-draw loop (the function pm.sample
+# compiled, found in PyTensor's cache) would take longer than this for the draws left:
+# compiling the batched graph on an empty cache took 7-60 s for d = 7 to 89 on this
+# machine (benchmarks/results/first_call.md), the per-draw loop 20-200 us a draw.
+_BATCHED_PAYS_SECONDS = 10.0
+# Draws of the per-draw loop timed (twice) to decide; the batched graph is timed on a
+# chunk of draws (twice).
 _PROBE_DRAWS = 64
 
 
-def strategy_key(layout, mode, with_log_density):
-    """Key of the strategy "auto" remembered in a model's cache (``COMPILED[model]``).
-
-    Remembered apart with and without log p: the per-draw functions differ.
-    """
-    return ("strategy", layout_key(layout), mode_key(mode), bool(with_log_density))
+def timing_key(layout, mode):
+    """Key of the seconds per draw measured by "auto", remembered in ``COMPILED[model]``."""
+    return ("seconds per draw", layout_key(layout), mode_key(mode))
 
 
 class _ScorePass:
-    """The score pass over N draws: chunks of the batched graph or a loop of the core one.
+    """The score pass over N draws: a loop of the per-draw function or chunks of the batched
+    graph.
 
-    ``run()`` fills ``scores`` (N, d) and, if ``with_log_density``, ``log_density``
-    (N, 1) chunk by chunk (NaN otherwise); a KeyboardInterrupt between chunks
-    propagates (the progress bar is closed first). Without log p the per-draw way
-    compiles the gradient alone (the batched function always gives both: log p is on
-    its way to the gradient there).
+    ``run()`` fills ``scores`` (N, d) and ``log_density`` (N, 1) chunk by chunk: both
+    functions give log p on the way to its gradient. A KeyboardInterrupt between chunks
+    propagates (the progress bar is closed first).
     """
 
-    def __init__(self, model, layout, flat_draws, chunk_size, mode, strategy, progress,
-                 with_log_density=True):
+    def __init__(self, model, layout, flat_draws, chunk_size, mode, strategy, progress):
         self.model, self.layout, self.mode = model, layout, mode
-        self.with_log_density = bool(with_log_density)
         self.n_draws, d = flat_draws.shape
-        self.inputs = value_inputs(layout, flat_draws)
+        self.flat = np.ascontiguousarray(flat_draws, dtype=np.float64)
+        self.inputs = None  # the batched graph's inputs, made when it runs
         self.chunk_size = (chunk_size_for(model, layout, self.n_draws) if chunk_size is None
                            else int(chunk_size))
         self.scores = np.empty((self.n_draws, d))
@@ -226,37 +228,36 @@ class _ScorePass:
         self.strategy, self.progress, self.done, self.bar = strategy, progress, 0, None
 
     def _function(self, kind):
-        """The compiled function of ``kind``: "score" (batched), "per-draw" (the
-        gradient alone) or "per-draw log p" (gradient and log p)."""
+        """The compiled function of ``kind``: "batched" or "per-draw"."""
         key = (kind, layout_key(self.layout), mode_key(self.mode))
-        if kind == "score":
-            return cached(self.model, key,
-                          lambda: build_score_function(self.model, self.layout, self.mode))
-        return cached(self.model, key, lambda: build_per_draw_function(
-            self.model, self.layout, self.mode, with_log_density=kind == "per-draw log p"))
+        if kind == "batched":
+            what, build = "the model's batched score graph (PyTensor)", build_score_function
+        else:
+            what, build = "the model's score (PyTensor)", build_per_draw_function
 
-    def _strategy_key(self):
-        return strategy_key(self.layout, self.mode, self.with_log_density)
+        def compiled():
+            with compile_notice(self.progress, what):
+                return build(self.model, self.layout, self.mode)
+
+        return cached(self.model, key, compiled)
 
     def _batched(self, stop):
-        function, start = self._function("score"), self.done
+        function, start = self._function("batched"), self.done
+        if self.inputs is None:
+            self.inputs = value_inputs(self.layout, self.flat)
         results = function(*[array[start:stop] for array in self.inputs])
         self.scores[start:stop], self.log_density[start:stop] = results
         self._advance(stop)
 
     def _per_draw(self, stop):
-        kind = "per-draw log p" if self.with_log_density else "per-draw"
-        function = self._function(kind)
+        function = self._function("per-draw")
         # BLAS on one thread: one draw's products are far too small to share, and each
         # multi-threaded BLAS call leaves OpenBLAS's threads spinning on the other cores
         # for a while after it, where they halve the speed of the KSD pass that follows
         # (lkj3, 4000 draws: 40 instead of 26 ms after a pass with BLAS on 2 threads).
         with single_threaded_blas():
             for row in range(self.done, stop):
-                outputs = function(*[array[row, ...] for array in self.inputs])
-                self.scores[row] = outputs[0]
-                if self.with_log_density:
-                    self.log_density[row, 0] = outputs[1]
+                self.scores[row], self.log_density[row, 0] = function(self.flat[row])
         self._advance(stop)
 
     def _advance(self, stop):
@@ -265,32 +266,40 @@ class _ScorePass:
         self.done = stop
 
     def _timed(self, step, n):
-        start = time.perf_counter()
-        step(min(self.done + n, self.n_draws))
-        return (time.perf_counter() - start) / max(n, 1)
+        """Seconds per draw of ``step`` over the next ``n`` draws (None: none left)."""
+        stop = min(self.done + n, self.n_draws)
+        if stop <= self.done:
+            return None
+        start, first = time.perf_counter(), self.done
+        step(stop)
+        return (time.perf_counter() - start) / (stop - first)
+
+    def _probe(self, step, n):
+        """The faster of two timings of ``n`` draws, after one untimed call (compilation,
+        allocations). A probe of a few milliseconds is easily hit by another process on
+        a shared machine (a wrong choice can cost 15x), hence two."""
+        step(min(self.done + (1 if step == self._per_draw else n), self.n_draws))
+        times = [t for t in (self._timed(step, n), self._timed(step, n)) if t is not None]
+        return min(times) if times else None
 
     def _choose(self):
-        """Time a batched chunk and a few per-draw calls on the first draws; keep the faster."""
-        remembered = COMPILED.get(self.model, {}).get(self._strategy_key())
-        if remembered is not None:
-            return remembered, None
-        if self.n_draws < _AUTO_MIN_DRAWS:
-            return "batched", None
-        chunk = min(self.chunk_size, max(1, self.n_draws // 8))
-        self._batched(min(chunk, self.n_draws))  # first call: allocations, not timed
-        # Each way timed twice, the faster kept: a probe of a few milliseconds is easily
-        # hit by another process on a shared machine (a wrong choice can cost 15x).
-        batched = min(self._timed(self._batched, chunk), self._timed(self._batched, chunk))
-        if batched < _PER_DRAW_FLOOR_SECONDS:
-            chosen = "batched"
-        else:
-            self._per_draw(self.done + 1)
-            per_draw = min(self._timed(self._per_draw, _PROBE_DRAWS),
-                           self._timed(self._per_draw, _PROBE_DRAWS))
-            chosen = "per-draw" if per_draw < batched else "batched"
-            batched = min(batched, per_draw)
-        COMPILED.setdefault(self.model, {})[self._strategy_key()] = chosen
-        return chosen, batched
+        """The per-draw loop first (pm.sample compiled it); the batched graph only if the
+        loop would take longer than compiling it, then the faster of the two. Seconds per
+        draw are remembered per model and mode."""
+        timings = COMPILED.setdefault(self.model, {}).setdefault(
+            timing_key(self.layout, self.mode), {})
+        if "per-draw" not in timings:
+            seconds = self._probe(self._per_draw, _PROBE_DRAWS)
+            if seconds is None:  # every draw done
+                return "per-draw", None
+            timings["per-draw"] = seconds
+        left = self.n_draws - self.done
+        if "batched" not in timings and timings["per-draw"] * left > _BATCHED_PAYS_SECONDS:
+            seconds = self._probe(self._batched, min(self.chunk_size, max(1, left // 8)))
+            if seconds is not None:
+                timings["batched"] = seconds
+        chosen = min(timings, key=timings.get)
+        return chosen, timings[chosen]
 
     def run(self):
         chosen, seconds_per_draw = self.strategy, None
@@ -318,16 +327,13 @@ class _ScorePass:
 
 
 def _scores_and_log_density(model, layout, flat_draws, chunk_size, mode, strategy="auto",
-                            progress=None, with_log_density=True):
-    """[grad log p (N, d), log p (N, 1)] and the strategy used, from the cached graphs.
-
-    Without ``with_log_density`` log p is NaN wherever the per-draw way ran.
-    """
+                            progress=None):
+    """[grad log p (N, d), log p (N, 1)] and the strategy used, from the cached functions."""
     mode = default_compile_mode() if mode is None else mode
     check_choice(strategy, "strategy", STRATEGIES)
     try:
-        done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy, progress,
-                          with_log_density).run()
+        done = _ScorePass(model, layout, flat_draws, chunk_size, mode, strategy,
+                          progress).run()
     except (ValueError, IndexError, AssertionError) as err:
         if not is_shape_error(err):
             raise
@@ -352,10 +358,11 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None, strat
         PyTensor compile mode (default :func:`default_compile_mode`).
     strategy : {"auto", "batched", "per-draw"}, default "auto"
         ``"batched"``: the graph vectorised over draws, on chunks; ``"per-draw"``: the
-        one-draw graph called once per draw (what ``model.compile_dlogp`` gives);
-        ``"auto"``: for 512 draws or more, time a chunk both ways (the per-draw way only
-        when the batched one costs more than 10 us a draw) and keep the faster; the
-        choice is remembered per model and mode.
+        function ``pm.sample`` compiles (``model.logp_dlogp_function``) called once
+        per draw; ``"auto"``: the per-draw way, timed on its first draws; the batched
+        graph is compiled and timed only if the per-draw way would take more than 10 s
+        for the draws left, and then the faster is kept. The seconds per draw are
+        remembered per model and mode.
     progress : bool or None, default None
         Progress bar on stderr; None: only when interactive and the pass is expected to
         take more than a few seconds.
@@ -369,13 +376,13 @@ def model_scores(model, layout, flat_draws, *, chunk_size=None, mode=None, strat
 
     Notes
     -----
-    One graph, grad of log p with respect to the value variables, is built for a single
-    draw; the batched strategy vectorises it over a leading draw axis. Each function
-    is compiled once per model and mode and cached. Ctrl-C stops the pass between
+    The per-draw function is PyMC's own (found in PyTensor's compile cache after
+    ``pm.sample``); the batched strategy vectorises log p over a leading draw axis and
+    differentiates it. Each function is compiled once per model and mode and cached. Ctrl-C stops the pass between
     chunks. Memory: O(chunk_size * (d + size of the observed data)).
     """
     scores, _, chosen = _scores_and_log_density(model, layout, flat_draws, chunk_size, mode,
-                                                strategy, progress, with_log_density=False)
+                                                strategy, progress)
     return (scores, chosen) if return_strategy else scores
 
 
@@ -399,9 +406,9 @@ def model_log_density(model, layout, flat_draws, *, chunk_size=None, mode=None):
 
     Notes
     -----
-    The function :func:`model_scores` compiles (log p is its second output): once the
-    scores were computed, log p needs no compilation of its own. Evaluated on chunks of
-    draws, not a Python call per draw. Memory: O(chunk_size * (d + size of the
+    The function :func:`model_scores` compiles (log p and its gradient are one
+    function): once the scores were computed, log p needs no compilation of its own.
+    Memory: O(chunk_size * (d + size of the
     observed data)).
     """
     return _scores_and_log_density(model, layout, flat_draws, chunk_size, mode)[1][:, 0]

@@ -1,10 +1,9 @@
 """PyMC: batched log p and score callables of a model, for methods that move points.
 
 ``model_functions(model)`` returns two callables on flat unconstrained points, (n, d) ->
-(n,) and (n, d) -> (n, d), built on ``_pymc.model_log_density`` / ``_pymc.model_scores``
-(one vectorised graph, compiled once per model and cached; log p is a second output of
-the score's function, so it costs no compilation of its own). The last evaluation is
-kept: log p and then the score at the same points (what an optimiser asks for) cost one
+(n,) and (n, d) -> (n, d), built on the score pass of ``_pymc`` (log p and its gradient
+are one compiled function, the one ``pm.sample`` compiled, or the batched graph where
+that pays; compiled once per model and cached). The last evaluation is kept: log p and then the score at the same points (what an optimiser asks for) cost one
 evaluation of the graph.
 
 Imported lazily (only when a PyMC model is passed).

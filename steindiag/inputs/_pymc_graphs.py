@@ -3,7 +3,7 @@
 log p is ``model.logp(jacobian=True)`` on *core* (one-draw) placeholders of the value
 variables (``pymc.dims`` graphs lowered to plain tensors); the batched score function
 vectorises it over a leading draw axis, sums and differentiates it; the per-draw one is
-PyMC's own ``model.dlogp``. Compiled functions are cached per model (``cached``). PyTensor
+the function ``pm.sample`` compiles (``model.logp_dlogp_function``). Compiled functions are cached per model (``cached``). PyTensor
 and PyMC are imported inside the functions, only when a model is given.
 """
 
@@ -177,55 +177,68 @@ def _batched_log_density(model, layout):
     return batch, vectorize_graph(logp, replace=dict(zip(core, batch)))
 
 
-def build_per_draw_function(model, layout, mode, with_log_density=True):
-    """Compile one draw -> [grad log p (d,), log p ()] on the model's value variables.
+def build_per_draw_function(model, layout, mode):
+    """Compile one flat draw (d,) -> (grad log p (d,), log p): the function pm.sample runs.
 
-    PyMC's own gradient graph (``model.dlogp``, the graph ``model.compile_dlogp``
-    compiles, with PyMC's rewrites), and log p as a second output unless
-    ``with_log_density`` is False (then [grad log p] alone: the function
-    ``compile_dlogp`` compiles; log p as an output costs 13-16 % more a draw with the
-    C backend, lkj3 and lkj4-mvnormal of benchmarks/bench_scores.py, PyTensor 3.3).
-    Inputs in layout order, each of its value shape. Measured on PyTensor 3.3 with the
-    C backend, the same gradient written as ``pytensor.grad`` of log p at core
-    placeholders ran 1.4-1.5x slower than PyMC's loop on LKJ models
-    (benchmarks/results/scores.md). Models whose graph PyMC cannot differentiate this
-    way (e.g. dims/xtensor models on some PyMC versions) use the core-placeholder graph
-    of the batched function.
+    ``model.logp_dlogp_function(ravel_inputs=True)``, the very graph PyMC's NUTS compiles
+    to sample (one raveled vector of the value variables, in ``model.value_vars`` order
+    and C order within each: the layout's flat order), with log p and its gradient as
+    one function. After ``pm.sample`` PyTensor's compile cache holds its C code, so it
+    compiles in well under a second where the batched graph takes 7-60 s on an empty
+    cache (benchmarks/results/first_call.md). Models whose graph PyMC cannot compile this
+    way (e.g. dims/xtensor models on some PyMC versions, value variables that are not all
+    float64) use the core-placeholder graph of the batched function, evaluated the same
+    way.
     """
     try:
-        function = _build_per_draw_pymc(model, layout, mode, with_log_density)
+        return _build_sampling_function(model, layout, mode)
     except (TypeError, ValueError, NotImplementedError, AttributeError, KeyError):
-        function = _build_per_draw_core(model, layout, mode, with_log_density)
-    function.trust_input = True  # inputs are built by value_inputs: right dtype and shape
-    return function
+        return _build_per_draw_core(model, layout, mode)
 
 
-def _build_per_draw_pymc(model, layout, mode, with_log_density):
-    import pymc.pytensorf as pytensorf
-    import pytensor.tensor as pt
+def _build_sampling_function(model, layout, mode):
+    import numpy as np
 
-    compile_function = getattr(pytensorf, "compile", None) or pytensorf.compile_pymc
     values = [var.value for var in layout]
-    free = [model.values_to_rvs[value] for value in values]  # dlogp takes the variables
-    outputs = [pt.cast(model.dlogp(vars=free, jacobian=True), "float64")]
-    if with_log_density:
-        outputs.append(pt.cast(model.logp(jacobian=True), "float64"))
-    return compile_function(values, outputs, mode=mode, on_unused_input="ignore")
+    if list(model.continuous_value_vars) != values or any(
+            value.type.dtype != "float64" for value in values):
+        raise ValueError("the sampling function's inputs are not the layout's")
+    value_grad = model.logp_dlogp_function(
+        ravel_inputs=True, **({} if mode is None else {"mode": mode}))
+    value_grad.set_extra_values({})  # every value variable is a gradient variable
+
+    def evaluate(row):
+        log_p, grad = value_grad(row)
+        return np.asarray(grad, dtype=np.float64), float(log_p)
+
+    return evaluate
 
 
-def _build_per_draw_core(model, layout, mode, with_log_density):
-    """Compile one draw -> [grad log p (d,), log p ()], on the core graph itself.
+def _build_per_draw_core(model, layout, mode):
+    """Compile one flat draw (d,) -> (grad log p (d,), log p), on the core graph itself.
 
     The core placeholders of the batched function: value variables in layout order,
     each flattened in C order.
     """
+    import numpy as np
     import pytensor
     import pytensor.tensor as pt
 
     core, logp = _core_log_density(model, layout)
     grads = pytensor.grad(logp, core)
-    outputs = [flat_vector(grads)] + ([pt.cast(logp, "float64")] if with_log_density else [])
-    return pytensor.function(core, outputs, mode=mode, on_unused_input="ignore")
+    function = pytensor.function(core, [flat_vector(grads), pt.cast(logp, "float64")],
+                                 mode=mode, on_unused_input="ignore")
+    function.trust_input = True  # inputs built below: right dtype and shape
+    bounds = np.cumsum([0] + [var.size for var in layout])
+
+    def evaluate(row):
+        parts = [np.ascontiguousarray(row[start:stop].reshape(var.value_shape),
+                                      dtype=var.value.type.dtype)
+                 for var, start, stop in zip(layout, bounds[:-1], bounds[1:])]
+        grad, log_p = function(*parts)
+        return grad, float(log_p)
+
+    return evaluate
 
 
 def build_score_function(model, layout, mode):

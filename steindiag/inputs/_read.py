@@ -226,5 +226,5 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
     if pending.read_sampler_warnings is None and origin.labelled:
         pending.read_sampler_warnings = lambda: sampler_warnings(
             origin.data, group=origin.group, chain=pending.chain, draw=pending.draw,
-            sample_dims=origin.sample_dims)
+            sample_dims=origin.sample_dims, model=getattr(pending.source, "model", None))
     return pending

@@ -303,7 +303,7 @@ def read_stan(data, model=None, *, score=None, batched=True, var_names=None, coo
         flags, where = found
         flags = np.asarray(flags)[np.ix_(chain, draw)] != 0
         warnings_found = SamplerWarnings(divergences=flags.sum(axis=1).astype(np.int64),
-                                         n_draw=n_draw, source=where)
+                                         n_draw=n_draw, source=where, diverging=flags)
 
     def log_density(points):
         points = np.atleast_2d(np.asarray(points, dtype=np.float64))

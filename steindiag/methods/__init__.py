@@ -7,6 +7,7 @@ and nothing imports xarray, pandas, PyMC, ArviZ, JAX or matplotlib (``.importlin
 - ``nystrom``: the ``estimator=`` option's checks and the Nystrom branch of the KSD passes;
 - ``ksd_test``: the KSD test's bootstrap plan and its statistics, per chain and pooled;
 - ``mmd``: MMD between chains or two samples, and its block-permutation tests;
+- ``agreement``: the test that all chains agree, streamed for many blocks (O(N d + U^2));
 - ``evidence``: ``diagnose``'s evidence: max-T KSD tests, the chains' agreement, stuck chains;
 - ``missing_mass``: the search for probability mass the draws never visited, in steps:
   ``missing_mass_modes`` (the starts and their ascents), ``missing_mass_visits`` (were the

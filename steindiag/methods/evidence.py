@@ -16,12 +16,13 @@ import numpy as np
 
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.methods.ksd import ksd_values, stein_sums
-from steindiag.methods.ksd_test import plan_test, test_forms
-from steindiag.methods.mmd import drop_constant, mmd_tests, plan_blocks, unit_kernel_sums
+from steindiag.methods.ksd_test import check_family_memory, plan_test, test_forms
+from steindiag.methods.mmd import drop_constant, mmd_from_draws, plan_blocks
 from steindiag.methods.search import run_search
 from steindiag.stats import verdict as rules
 from steindiag.stats.bootstrap import (MIN_POOLED_BLOCKS, MIN_THINNED_DRAWS,
                                        bootstrap_pvalue, max_statistic_pvalues)
+from steindiag.stats.divergences import divergence_shift
 from steindiag.stats.stein_moments import chain_shifts, far_off, nearly_stuck, stein_moments
 
 __all__ = ["MAX_REPLICATES", "EXACT_BUDGET_FLOPS", "MMD_BUDGET_PAIRS", "COVARIANCE_MAX_D",
@@ -152,8 +153,10 @@ def ksd_test_family(prepared, pre, preconditioner, kernel, *, has_chains, n_boot
     plan = plan_test(prepared, "thinned" if has_chains else "iid", has_chains=has_chains,
                      estimator=estimator, rng=rng)
     tested = plan.select(prepared)
+    check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks)
     options = dict(n_bootstrap=n_bootstrap, pooled=True, estimator=estimator,
-                   n_landmarks=n_landmarks, backend=backend, progress=progress)
+                   n_landmarks=n_landmarks, backend=backend, progress=progress,
+                   caller="diagnose")
     tests = KSDTests(plan=plan, forms=[test_forms(tested, pre, kernel, plan, rng=rng,
                                                   damped=exact, **options)],
                      preconditioners=[pre], tested=tested)
@@ -287,10 +290,10 @@ def agreement_evidence(draws, parameters, pre, preconditioner, kernel, n_permuta
     if stride > 1 or constant:
         pre = make_preconditioner(preconditioner, pooled, kept)
     blocks = plan_blocks(samples, n_permutations, "auto", test_all=True)
-    sums = unit_kernel_sums(pooled, blocks.unit_start, pre, kernel, progress)
-    result = mmd_tests(sums, blocks, n_chain=n_chain, n_draw=samples[0].shape[1],
-                       two_sample=False, test="all", n_permutations=n_permutations, rng=rng,
-                       progress=progress)
+    result = mmd_from_draws(pooled, blocks, pre, kernel, n_chain=n_chain,
+                            n_draw=samples[0].shape[1], two_sample=False, test="all",
+                            n_permutations=n_permutations, rng=rng, progress=progress,
+                            mmd2=False, what="diagnose")
     note = (f"MMD test of agreement on every {stride}-th draw of each chain (its cost is "
             "quadratic in the draws)" if stride > 1 else "")
     pvalue = float(result.pvalue)
@@ -396,9 +399,16 @@ def _expanded(active, values, fill, dtype):
     return out
 
 
-def collect(gathered, *, n_draw, divergences, labels, level):
+def collect(gathered, *, n_draw, found, labels, level, draws=None):
     """The ``stats.verdict.Evidence`` of what :func:`gather` measured (the p-values of the
-    chains the tests did not read: NaN, never reliable)."""
+    chains the tests did not read: NaN, never reliable). ``found``: what the input layer
+    read of the sampler (``divergences`` (chain,), their flags ``diverging`` (chain,
+    draw) or None, and the model's ``parameterisation`` or None), or None; the flags,
+    with the ``draws`` (chain, draw, d), place the divergences
+    (``stats.divergences.divergence_shift``)."""
+    divergences = None if found is None else found.divergences
+    diverging = None if found is None else found.diverging
+    model_read = None if found is None else found.parameterisation
     g, active = gathered, gathered.active
     tests = g.tests
     if tests is None:
@@ -422,6 +432,9 @@ def collect(gathered, *, n_draw, divergences, labels, level):
         effective_draws_pooled=float(np.sum(n_draw / plan.tau)) if plan else 0.0,
         agreement_pvalue=g.agreement.pvalue, agreement_reliable=agreement_ok,
         agreement_min_pvalue=g.agreement.min_pvalue, divergences=divergences,
+        divergence_shift=(None if diverging is None or draws is None
+                          else divergence_shift(draws, diverging)),
+        parameterisation="" if model_read is None else model_read.state,
         stuck=g.stuck, far_off=g.far_off, never_moved=g.never_moved, spread=spread,
         differs=differing_chains(g.shifts, level) if rejects else None,
         missing_found=bool(g.search is not None and g.search.found),
@@ -457,7 +470,8 @@ def as_one_chain(evidence):
     return replace(
         evidence, pvalue=np.array([evidence.pvalue_pooled]),
         reliable=np.array([evidence.reliable_pooled]), min_kept_draws=MIN_POOLED_BLOCKS,
-        agreement_pvalue=np.nan, agreement_reliable=True, divergences=None, differs=None,
+        agreement_pvalue=np.nan, agreement_reliable=True, divergences=None,
+        divergence_shift=None, differs=None,
         stuck=np.array([bool(evidence.stuck.all())]),
         far_off=np.array([bool(evidence.far_off.all())]),
         never_moved=np.array([bool(evidence.never_moved.all())]),

@@ -6,6 +6,10 @@ reads, the chains' autocorrelation times, whether each p-value can be trusted) -
 (``stats.bootstrap``) -> one tiled pass ``engine.forms.quadratic_forms`` giving
 w^T K_p w for every column, per chain and pooled) -> :class:`TestForms` (statistics and
 replicates; ``pvalues`` reads them). NumPy in, NumPy out: the labels are the caller's.
+
+Memory: W is generated and consumed in passes over its columns (:func:`weight_passes`: one
+pass while W takes at most 1 GiB), and a test whose bootstrap would not fit in the memory
+available is refused before it starts (:func:`bootstrap_memory`, ``MemoryError``).
 """
 
 import dataclasses
@@ -13,7 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from steindiag.engine.forms import forms_pairs, quadratic_forms
+from steindiag.engine.forms import forms_memory, forms_pairs, quadratic_forms
+from steindiag.engine.memory import check_memory
+from steindiag.engine.nystrom import default_n_landmarks
 from steindiag.engine.progress import CONSERVATIVE_FLOPS, make_progress
 from steindiag.methods.nystrom import nystrom_forms
 from steindiag.stats.autocorrelation import (
@@ -33,12 +39,22 @@ from steindiag.stats.bootstrap import (
 from steindiag.stats.damping import damping_window
 
 __all__ = ["BOOTSTRAPS", "MIN_EXPECTED_FLIPS", "TestPlan", "TestForms", "plan_test",
-           "test_forms"]
+           "test_forms", "weight_passes", "bootstrap_memory", "check_family_memory"]
 
 BOOTSTRAPS = ("auto", "iid", "wild", "thinned", "multinomial")
 # Below this many expected sign flips in a chain, the wild bootstrap has too few
 # effectively independent pieces to be trusted.
 MIN_EXPECTED_FLIPS = 10.0
+# The exact test's weights W (N, 1 + B) are made and read in passes over their columns of
+# at most this many bytes each (the forms are column by column, so a pass over some columns
+# gives their forms; each pass evaluates the kernel again: a few percent more time). One
+# pass, as before, up to N (1 + B) 8 bytes = 1 GiB: N = 130,000 draws with B = 1000.
+_WEIGHT_PASS_BYTES = 2**30
+_MIN_PASS_COLUMNS = 64
+# Bytes per entry of a chunk of sign chains while it is drawn (``stats.bootstrap.
+# sign_chains``: uniforms, two boolean arrays, the signs), and the rows drawn at a time.
+_SIGN_BYTES = 18.0
+_SIGN_ROWS = 2048
 
 
 @dataclass(kw_only=True)
@@ -180,8 +196,57 @@ class TestForms:
         return bootstrap_pvalue(chain[:, 1:], chain[:, 0]), pooled_p
 
 
+def weight_passes(n_rows, n_bootstrap):
+    """Bootstrap columns of each pass over the weights W (n_rows, 1 + B) of the exact test:
+    [B] while W takes at most ``_WEIGHT_PASS_BYTES``; else passes of that size, the first
+    of which also holds the statistic's all-ones column. A function of the sizes alone,
+    so the same seed gives the same replicates on every machine."""
+    per_pass = max(_MIN_PASS_COLUMNS, int(_WEIGHT_PASS_BYTES // (8 * max(n_rows, 1))))
+    if n_bootstrap + 1 <= per_pass:
+        return [int(n_bootstrap)]
+    passes = [per_pass - 1]
+    while sum(passes) < n_bootstrap:
+        passes.append(min(per_pass, n_bootstrap - sum(passes)))
+    return passes
+
+
+def bootstrap_memory(n_chain, n_used, d, n_bootstrap, *, pooled, damped, estimator,
+                     n_landmarks=None, n_draw=None):
+    """Bytes the test's bootstrap holds at its peak (an estimate, within a few tens of %).
+
+    Exact: one pass's weights (and their damped copy), the sign chains while drawn, the
+    pass's shares of the forms (``engine.forms.forms_memory``), and the statistics and
+    replicates of every chain, (chain + 1, 1 + B) per statistic, held twice while the
+    passes are joined. Nystrom: the replicates, the features times the weights of the
+    pooled draws, of one chain and of one block ((m, B) each, m landmarks), and a block's
+    weights while drawn (at most 2048 draws of one chain).
+    """
+    results = 16.0 * (n_chain + 1) * (1 + n_bootstrap) * (2 if damped else 1)
+    if estimator == "nystrom":
+        n_draw = n_used if n_draw is None else n_draw
+        m = default_n_landmarks(n_chain * n_draw) if n_landmarks is None else n_landmarks
+        block = min(_SIGN_ROWS, n_draw)
+        return results + 24.0 * m * n_bootstrap + (8.0 + _SIGN_BYTES) * block * n_bootstrap
+    columns = 1 + max(weight_passes(n_chain * n_used, n_bootstrap))
+    weights = 8.0 * n_chain * n_used * columns * (2 if damped else 1)
+    signs = _SIGN_BYTES * min(_SIGN_ROWS, n_used) * columns
+    return results + weights + signs + forms_memory(n_chain, n_used, d, columns, pooled)
+
+
+def _check_bootstrap_memory(caller, n_chain, n_used, d, n_bootstrap, **options):
+    """Refuse (``MemoryError``) a bootstrap that would not fit in the memory available."""
+    need = bootstrap_memory(n_chain, n_used, d, n_bootstrap, **options)
+    fewer = ("a larger alpha (fewer replicates: the default is the smallest B with 1 / (1 + "
+             "B) <= alpha / (4 n_tests)) or a smaller n_bootstrap=" if caller == "diagnose"
+             else "a smaller n_bootstrap=")
+    other = ("" if options["estimator"] == "nystrom" else ", estimator='nystrom'")
+    check_memory(need, f"{caller}: the KSD test's bootstrap ({n_bootstrap} replicates of "
+                 f"{n_chain} chain(s) x {n_used} draws)",
+                 f"Pass {fewer}{other}, or fewer draws (thin the chains).")
+
+
 def _thinned_forms(prepared, pre, kernel, plan, rng, n_bootstrap, pooled, backend,
-                   window=None, bar=None):
+                   window=None, bar=None, statistic=True):
     """Quadratic forms of the thinned test: mean over the first ``n_offsets`` offsets o of
     each block of ``lag`` draws of the forms of the draws o, o + lag, o + 2 lag, ...
     (``n_used`` of each chain; the earliest n_draw - n_used * lag draws are left out),
@@ -191,13 +256,14 @@ def _thinned_forms(prepared, pre, kernel, plan, rng, n_bootstrap, pooled, backen
 
     ``window``: (m, grad log m) at the draws (``stats.damping.damping_window``); then the
     forms of the damped Stein kernel too, with the same signs (weights times m, scores
-    plus grad log m). ``bar``: advanced by every pass. Returns ((per_chain, pooled), damped
-    or None).
+    plus grad log m). ``bar``: advanced by every pass. ``statistic``: W's first column is
+    all ones (else only the ``n_bootstrap`` bootstrap columns: a later pass). Returns
+    ((per_chain, pooled), damped or None).
     """
     n_chain, n_draw, _ = prepared.draws.shape
     lag, n_block = plan.lag, plan.n_used
     weights = bootstrap_weights("iid", rng, n_chain, n_block, n_bootstrap,
-                                np.full(n_chain, 0.5))
+                                np.full(n_chain, 0.5), statistic=statistic)
     first = n_draw - n_block * lag
     sums = [[0.0, 0.0], [0.0, 0.0]]
     for offset in range(plan.n_offsets):
@@ -219,17 +285,39 @@ def _thinned_forms(prepared, pre, kernel, plan, rng, n_bootstrap, pooled, backen
     return results[0], (results[1] if window is not None else None)
 
 
+def _join_passes(parts, pooled):
+    """((per_chain, pooled), damped or None) of the passes over W's columns, side by side
+    (one pass: as it is)."""
+    if len(parts) == 1:
+        return parts[0]
+
+    def join(forms):
+        return (np.concatenate([f[0] for f in forms], axis=1),
+                np.concatenate([f[1] for f in forms]) if pooled else None)
+
+    damped = None if parts[0][1] is None else join([part[1] for part in parts])
+    return join([part[0] for part in parts]), damped
+
+
 def test_forms(prepared, pre, kernel, plan, *, n_bootstrap, rng, pooled, damped=False,
-               estimator="exact", n_landmarks=None, backend=None, progress=None):
+               estimator="exact", n_landmarks=None, backend=None, progress=None,
+               caller="ksd_test"):
     """The statistics and bootstrap replicates of the test planned by :func:`plan_test`.
 
     ``prepared``: the draws the test reads (``plan.select(...)``). One tiled pass for all
-    B + 1 weight vectors (the statistic is the all-ones vector): O(N^2 (d + B)) time,
-    O(N B) memory for the weights; K_p is never stored. Returns :class:`TestForms`,
-    divided by the draws per chain (pooled: all draws) the statistic reads.
+    B + 1 weight vectors (the statistic is the all-ones vector), or one per pass over W's
+    columns when W would take more than 1 GiB (:func:`weight_passes`): O(N^2 (d + B))
+    time, O(N min(B, 2^27 / N)) memory for the weights; K_p is never stored. A bootstrap
+    that would not fit in the memory available is refused before it starts
+    (``MemoryError`` naming ``caller``, the size and what to change). Returns
+    :class:`TestForms`, divided by the draws per chain (pooled: all draws) the statistic
+    reads.
     """
-    n_chain, _, d = prepared.draws.shape
+    n_chain, n_draw, d = prepared.draws.shape
     n_used = plan.n_used
+    _check_bootstrap_memory(caller, n_chain, n_used, d, n_bootstrap, pooled=pooled,
+                            damped=damped and estimator == "exact", estimator=estimator,
+                            n_landmarks=n_landmarks, n_draw=n_draw)
     damped_forms = None
     if estimator == "nystrom":
         (per_chain, pooled_forms), attrs = nystrom_forms(
@@ -237,29 +325,34 @@ def test_forms(prepared, pre, kernel, plan, *, n_bootstrap, rng, pooled, damped=
             backend)
     else:
         thinned = plan.bootstrap == "thinned" or (plan.bootstrap == "iid" and damped)
-        # One bar over every pass of the forms: (damped: two) passes per offset.
+        columns = weight_passes(n_chain * n_used, n_bootstrap)
+        # One bar over every pass of the forms: (damped: two) passes per offset and per
+        # pass over W's columns.
         n_passes = plan.n_offsets * (2 if damped else 1) if thinned else 1
-        pairs = n_passes * forms_pairs(n_chain, n_used, pooled)
+        pairs = n_passes * len(columns) * forms_pairs(n_chain, n_used, pooled)
         bar = make_progress(progress if backend is None else False, pairs,
-                            pairs * (8 * d + 20 + 2 * (1 + n_bootstrap)) / CONSERVATIVE_FLOPS,
-                            desc="ksd_test (bootstrap pass)")
+                            pairs * (8 * d + 20 + 2 * (1 + n_bootstrap) / len(columns))
+                            / CONSERVATIVE_FLOPS, desc="ksd_test (bootstrap pass)")
+        window = damping_window(prepared.draws) if thinned and damped else None
+        parts = []
         try:
-            if thinned:
-                # (independent signs are the thinned test with lag 1)
-                window = damping_window(prepared.draws) if damped else None
-                (per_chain, pooled_forms), damped_forms = _thinned_forms(
-                    prepared, pre, kernel, plan, rng, n_bootstrap, pooled, backend, window,
-                    bar)
-            else:
-                weights = bootstrap_weights(plan.bootstrap, rng, n_chain, n_used, n_bootstrap,
-                                            plan.flip)
-                per_chain, pooled_forms = quadratic_forms(prepared.draws, prepared.scores,
-                                                          pre, kernel, weights, pooled,
-                                                          backend=backend, bar=bar)
-                del weights
+            for k, n_columns in enumerate(columns):
+                if thinned:
+                    # (independent signs are the thinned test with lag 1)
+                    parts.append(_thinned_forms(prepared, pre, kernel, plan, rng, n_columns,
+                                                pooled, backend, window, bar,
+                                                statistic=k == 0))
+                else:
+                    weights = bootstrap_weights(plan.bootstrap, rng, n_chain, n_used,
+                                                n_columns, plan.flip, statistic=k == 0)
+                    parts.append((quadratic_forms(prepared.draws, prepared.scores, pre, kernel,
+                                                  weights, pooled, backend=backend, bar=bar),
+                                  None))
+                    del weights
         finally:
             if bar is not None:
                 bar.close()
+        (per_chain, pooled_forms), damped_forms = _join_passes(parts, pooled)
         attrs = {"estimator": "exact"}
     n_total = n_chain * n_used
     forms = TestForms(chain=per_chain / n_used,
@@ -268,3 +361,20 @@ def test_forms(prepared, pre, kernel, plan, *, n_bootstrap, rng, pooled, damped=
         forms.damped_chain = damped_forms[0] / n_used
         forms.damped_pooled = damped_forms[1] / n_total if pooled else None
     return forms
+
+
+def check_family_memory(tested, plan, n_bootstrap, exact, n_landmarks):
+    """Refuse up front (``MemoryError``) KSD tests that would not fit in memory: one test's
+    bootstrap (:func:`bootstrap_memory`) while the replicates of up to three
+    statistics (plain, damped, sample covariance) are held, and max-T's copies of them."""
+    n_chain, n_draw, d = tested.draws.shape
+    n_statistics = 3 if exact else 1
+    need = (bootstrap_memory(n_chain, plan.n_used, d, n_bootstrap, pooled=True, damped=exact,
+                             estimator="exact" if exact else "nystrom",
+                             n_landmarks=n_landmarks, n_draw=n_draw)
+            + 8.0 * 4 * n_statistics * (n_chain + 1) * (1 + n_bootstrap))
+    check_memory(need, f"diagnose: the KSD tests ({n_bootstrap} bootstrap replicates of "
+                 f"{n_chain} chain(s) x {plan.n_used} draws, read together by max-T)",
+                 "Pass a larger alpha (fewer replicates: the default is the smallest B with "
+                 "1 / (1 + B) <= alpha / (4 n_tests)) or a smaller n_bootstrap=, or fewer "
+                 "draws (thin the chains).")

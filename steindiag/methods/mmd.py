@@ -6,7 +6,10 @@ tiled pass ``engine.multi_products.base_kernel_unit_sums`` giving the kernel sum
 every pair of units (:func:`unit_kernel_sums`) -> MMD^2 of every pair of chains (or of the
 two samples) and block-permutation p-values, both from the U x U sums alone
 (:func:`mmd_tests`). The test that all chains agree (:func:`agreement_pvalue`) is the one
-``diagnose`` reads.
+``diagnose`` reads. :func:`mmd_from_draws` runs the pass and the tests; above
+``DENSE_MAX_UNITS`` blocks it holds one U x U array of sums instead of one per parallel
+part, and the test that all chains agree is streamed (``methods.agreement``: O(N d + U^2)
+memory with U <= 2048 units, whatever the number of blocks).
 """
 
 from dataclasses import dataclass
@@ -14,9 +17,11 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from steindiag.engine.memory import check_memory
 from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.engine.permutations import within_sums
 from steindiag.engine.progress import CONSERVATIVE_FLOPS, progress_bar
+from steindiag.methods.agreement import streamed_agreement, unit_row_sums
 from steindiag.stats.mmd import (
     agreement_statistic,
     auto_block_length,
@@ -27,8 +32,9 @@ from steindiag.stats.mmd import (
     split_statistic,
 )
 
-__all__ = ["TESTS", "MIN_BLOCKS", "Blocks", "MMDResult", "drop_constant", "plan_blocks",
-           "unit_kernel_sums", "agreement_pvalue", "mmd_tests"]
+__all__ = ["TESTS", "MIN_BLOCKS", "DENSE_MAX_UNITS", "Blocks", "MMDResult", "drop_constant",
+           "plan_blocks", "unit_kernel_sums", "agreement_pvalue", "mmd_tests",
+           "mmd_from_draws"]
 
 TESTS = ("pairs", "all")
 # Fewer blocks than this per chain: the permutation p-value is coarse or unreliable.
@@ -42,6 +48,16 @@ _PARTS = 8
 _ROUND_OFF = 1e-12
 # Relabellings evaluated at a time in the test of agreement (bounds the (chunk, U) labels).
 _RELABEL_CHUNK = 256
+# Up to this many blocks, the pass keeps one U x U array of sums per parallel part (8 P U^2
+# bytes: 64 MiB at P = 8) and the tests read the full U x U sums. Above it (many short
+# chains: 1000 chains x 60 draws in blocks of 5 are 12,000 blocks, and the parts alone took
+# 8.6 GiB), each unit's row of sums is computed by one task (one U x U array), and the test
+# that all chains agree is streamed (``methods.agreement``).
+DENSE_MAX_UNITS = 1024
+# Bytes per entry of the U x U arrays the pairwise and two-sample tests hold at once (the
+# sums, their transpose while symmetrised, the pair counts, and the far-pair sums and
+# counts), beyond the pass's own.
+_DENSE_BYTES_PER_ENTRY = 5 * 8
 
 
 def drop_constant(samples, parameters, preconditioner):
@@ -154,9 +170,15 @@ def unit_kernel_sums(points, unit_start, preconditioner, kernel, progress=False)
         A bar over the pairs (``engine.progress.make_progress``).
 
     O(N^2 d) time; O(N d + P U^2) memory for P = max(8, threads) parallel parts, each
-    with its own U x U sums (8 P U^2 bytes); the N x N kernel matrix is not stored.
-    Ctrl-C is honoured between calls of about 0.25 s.
+    with its own U x U sums (8 P U^2 bytes), up to ``DENSE_MAX_UNITS`` units; above, each
+    unit's row is computed by one task (``methods.agreement.unit_row_sums``): O(N d +
+    U^2). The N x N kernel matrix is not stored. Ctrl-C is honoured between calls of
+    about 0.25 s.
     """
+    if unit_start.shape[0] - 1 > DENSE_MAX_UNITS:
+        lower = unit_row_sums(points, unit_start, preconditioner, kernel, progress)
+        lower += lower.T
+        return lower
     draws_k, _ = preconditioner.to_kernel_coordinates(points, np.zeros_like(points))
     draws_t = np.ascontiguousarray(draws_k.T[None, :, :])
     n_units = unit_start.shape[0] - 1
@@ -207,12 +229,15 @@ class MMDResult:
 
     ``mmd2``: (chain, chain) between chains, or () between two samples; ``pvalue`` the
     same shape (pairs), () (all chains agree; two samples) or None (no permutations);
-    ``statistic``: the agreement statistic (test "all" only).
+    ``statistic``: the agreement statistic (test "all" only); ``units_per_chain``: the
+    units per chain of the streamed test of agreement (``methods.agreement``; None when
+    the blocks were relabelled one by one).
     """
 
     mmd2: np.ndarray
     pvalue: object = None
     statistic: float = None
+    units_per_chain: int = None
 
 
 def _agreement(G, sizes, blocks, n_chain, n_permutations, rng, bar):
@@ -283,3 +308,51 @@ def mmd_tests(G, blocks, *, n_chain, n_draw, two_sample, test, n_permutations, r
                     test_sums[np.ix_(index, index)], test_counts[np.ix_(index, index)],
                     n_blocks, n_permutations, rng, bar)
         return MMDResult(mmd2=mmd2, pvalue=pvalue)
+
+
+def _chain_mmd2(pooled, n_chain, n_draw, preconditioner, kernel, progress):
+    """MMD^2 (chain, chain) of every pair of chains, from one pass with the chains as units."""
+    chain_start = np.arange(n_chain + 1, dtype=np.int64) * n_draw
+    chain_sums = unit_kernel_sums(pooled, chain_start, preconditioner, kernel, progress)
+    diag = np.diag(chain_sums)
+    mmd2 = mmd2_from_sums(diag[:, None], diag[None, :], chain_sums, n_draw, n_draw)
+    np.fill_diagonal(mmd2, 0.0)
+    return mmd2
+
+
+def mmd_from_draws(pooled, blocks, preconditioner, kernel, *, n_chain, n_draw, two_sample,
+                   test, n_permutations, rng, progress, mmd2=True, what="mmd"):
+    """The pass of kernel sums and :func:`mmd_tests` on the pooled draws: :class:`MMDResult`.
+
+    ``pooled`` (N, d): every chain of the samples, one after the other (``blocks`` from
+    :func:`plan_blocks`). Up to ``DENSE_MAX_UNITS`` blocks: :func:`unit_kernel_sums` then
+    :func:`mmd_tests`. Above, the test that all chains agree is streamed
+    (``methods.agreement.streamed_agreement``, O(N d + U^2) memory for its U <= 2048
+    units; MMD^2 between chains from a second pass with the chains as units, skipped with
+    ``mmd2=False``: then ``mmd2`` is None), and the other tests hold one U x U array of sums
+    (refused up front, ``MemoryError``, when the U x U arrays would not fit in the memory
+    available). ``what`` names the caller in that message.
+    """
+    n_units = blocks.unit_start.shape[0] - 1
+    if test == "all" and not two_sample and n_permutations and n_units > DENSE_MAX_UNITS:
+        statistic = pvalue = np.nan
+        units_per_chain = None
+        if blocks.testable:
+            statistic, pvalue, units = streamed_agreement(
+                pooled, blocks.unit_start, n_chain, blocks.blocks_per_chain[0],
+                preconditioner, kernel, n_permutations, rng, progress, what=what)
+            units_per_chain = units.per_chain
+        chains = (_chain_mmd2(pooled, n_chain, n_draw, preconditioner, kernel, progress)
+                  if mmd2 else None)
+        return MMDResult(mmd2=chains, pvalue=pvalue, statistic=statistic,
+                         units_per_chain=units_per_chain)
+    if n_units > DENSE_MAX_UNITS:
+        check_memory(
+            _DENSE_BYTES_PER_ENTRY * float(n_units) ** 2,
+            f"{what}: the permutation tests between {n_units} blocks of draws (kernel sums "
+            "between every pair of blocks)",
+            "Pass a longer block_length= (fewer blocks), or test='all' (one test that all "
+            "chains agree, streamed), or fewer draws (thinned chains).")
+    G = unit_kernel_sums(pooled, blocks.unit_start, preconditioner, kernel, progress)
+    return mmd_tests(G, blocks, n_chain=n_chain, n_draw=n_draw, two_sample=two_sample,
+                     test=test, n_permutations=n_permutations, rng=rng, progress=progress)

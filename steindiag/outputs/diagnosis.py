@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._attrs import netcdf_attrs
+from steindiag.outputs.divergences import divergence_attrs, divergence_vars
 from steindiag.outputs.ksd import kernel_attrs
 from steindiag.outputs.ksd_test import test_attrs
 from steindiag.outputs.report import report
@@ -202,10 +203,8 @@ def diagnosis_dataset(*, verdicts, evidence, pooled, per_chain, chain, parameter
     }
     data_vars.update(_deciding_vars(gathered, len(chain)))
     data_vars.update(_attribution_vars(gathered, len(chain)))
-    if evidence.divergences is not None:
-        data_vars["divergences"] = (("chain",), evidence.divergences,
-                                    {"long_name": "divergent transitions",
-                                     "source": found.source})
+    data_vars.update(divergence_vars(evidence, found))
+    attrs.update(divergence_attrs(found))
     if search is not None:
         data_vars["missing_mass_found"] = ((), evidence.missing_found,
                                            {"long_name": "unvisited mass found"})

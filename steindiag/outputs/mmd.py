@@ -82,6 +82,10 @@ def mmd_dataarray(result, blocks, attrs, *, chain, n_draw, test, n_draw_other=No
         coords["agreement_statistic"] = ((), result.statistic, {
             "long_name": "mean kernel within chains minus between chains (every other "
                          "block)"})
+        if result.units_per_chain is not None:
+            # The streamed test (many blocks): the blocks used, merged into this many
+            # units per chain, are relabelled whole (methods.agreement).
+            attrs["agreement_units_per_chain"] = int(result.units_per_chain)
     elif result.pvalue is not None:
         coords["pvalue"] = (("chain", "chain_other"), result.pvalue,
                             {"long_name": "block-permutation p-value between chains"})

@@ -10,6 +10,7 @@ reopened result reports what it holds.
 import numpy as np
 
 from steindiag._words import plural
+from steindiag.outputs.divergences import divergence_advice, divergence_line
 from steindiag.stats import verdict as rules
 
 __all__ = ["report", "next_step"]
@@ -23,6 +24,7 @@ _NEXT_STEP = {
     "no_rejection": "use the draws; KSD / floor and the tests found nothing to act on.",
     "divergences": ("reparameterise (e.g. non-centred) or raise target_accept until the "
                     "divergences are gone, then diagnose again."),
+    "few_divergences": "use the draws, and report the divergent transitions with them.",
     "too_few_draws": _RUN_LONGER,
     "agreement_undecided": _RUN_LONGER,
     "unvisited_mass": ("the draws missed a mode: for MCMC, start chains from overdispersed "
@@ -73,6 +75,8 @@ def _next(result, level):
     code = _pooled_code(result)
     if code == "stuck" and "stuck" in result and result["stuck"].values.all():
         return _ALL_STUCK
+    if code in ("divergences", "few_divergences") and "reason_code_pooled" in result:
+        return divergence_advice(result)
     if code == "unvisited_mass" and "divergences" in result:
         return _MCMC_UNVISITED
     if code == "chains_rejected":
@@ -231,6 +235,9 @@ def report(result):
              f"  next: {_next(result, level)}",
              "", *_table(result), ""]
     lines += _where(result, level)
+    where_divergent = divergence_line(result)
+    if where_divergent:
+        lines.append(where_divergent)
     tested = int(result.attrs["kept_draws"]) > 0
     if result.sizes["chain"] > 1 and tested:
         lines.append(f"  chains agree: {_agreement_line(result, level)}")

@@ -9,9 +9,11 @@ import xarray as xr
 from steindiag._attrs import provenance
 from steindiag._containers import container_kind, get_group, group_names, select, with_sample_dims
 from steindiag._validate import warn_user
+from steindiag.methods.variational import (ADAGRAD_ALPHA, ADAGRAD_FUDGE, ADAM_BETA1,
+                                           ADAM_BETA2, ADAM_FUDGE)
 
-__all__ = ["SteinVariational", "KERNEL_FORMULAS", "moved_container", "svgd_result",
-           "not_improved_message"]
+__all__ = ["SteinVariational", "KERNEL_FORMULAS", "moved_container", "settings_attrs",
+           "svgd_result", "not_improved_message"]
 
 
 KERNEL_FORMULAS = {
@@ -20,6 +22,13 @@ KERNEL_FORMULAS = {
 }
 # Groups of a trace that do not depend on the posterior draws: kept as they are.
 _KEPT_GROUPS = ("observed_data", "constant_data", "prior", "prior_predictive")
+_COORDINATES_NAMES = {"hessian": "whitened by the estimated average Hessian",
+                      "standardize": "standardised", "identity": "as given"}
+_STEP_RULE_CONSTANTS = {
+    "adam": {"svgd_adam_beta1": ADAM_BETA1, "svgd_adam_beta2": ADAM_BETA2,
+             "svgd_adam_fudge": ADAM_FUDGE},
+    "adagrad": {"svgd_adagrad_alpha": ADAGRAD_ALPHA, "svgd_adagrad_fudge": ADAGRAD_FUDGE},
+}
 
 
 @dataclass(kw_only=True, repr=False)
@@ -76,12 +85,15 @@ class SteinVariational:
         attrs = self.attrs
         verdict = ("lower than the draws given" if self.improved
                    else "NOT lower than the draws given: the particles fit worse")
-        decay = attrs.get("svgd_step_decay", "none")
+        stop = {"converged": "stopped: converged", "max_steps": "stopped: maximum reached"}
         lines = [
             f"SteinVariational: {attrs.get('svgd_n_particles', '?')} particles x "
-            f"{len(attrs.get('parameters', []))} parameters, {attrs.get('svgd_n_steps', '?')} "
-            f"SVGD steps (kernel {attrs.get('svgd_kernel', '?')}, step size "
-            f"{attrs.get('svgd_step_size', float('nan')):g}, step decay {decay})",
+            f"{len(attrs.get('parameters', []))} parameters, {attrs.get('svgd_steps_run', '?')} "
+            f"of at most {attrs.get('svgd_n_steps', '?')} SVGD steps "
+            f"({stop.get(attrs.get('svgd_stop_reason'), '?')}; kernel "
+            f"{attrs.get('svgd_kernel', '?')}, {attrs.get('svgd_step_rule', '?')} step "
+            f"{attrs.get('svgd_step_size', float('nan')):g}, preconditioner "
+            f"{attrs.get('svgd_preconditioner_used', '?')})",
             f"  KSD {self.ksd_initial:.4g} -> {self.ksd_final:.4g} ({verdict}; particles of "
             f"step {attrs.get('svgd_returned_step', '?')}, keep={attrs.get('svgd_keep', '?')!r});"
             f" i.i.d. floor {float(self.ksd_iid.values[-1]):.4g}",
@@ -174,6 +186,21 @@ def moved_container(data, source, moved, prepared, *, group, coords, sample_dims
     return az.InferenceData(**{group: new, **kept})
 
 
+def settings_attrs(*, svgd_kernel, bandwidth, n_steps, step_size, step_rule, step_decay,
+                   preconditioner, tol, patience, ksd_every):
+    """The ``svgd_*`` attrs of a call's options (netCDF-safe values)."""
+    return {
+        "svgd_kernel": svgd_kernel, "svgd_kernel_formula": KERNEL_FORMULAS[svgd_kernel],
+        "svgd_bandwidth": bandwidth if isinstance(bandwidth, str) else float(bandwidth),
+        "svgd_n_steps": int(n_steps), "svgd_step_size": float(step_size),
+        "svgd_step_rule": step_rule,
+        "svgd_step_decay": "none" if step_decay is None else float(step_decay),
+        **_STEP_RULE_CONSTANTS[step_rule],
+        "svgd_preconditioner": preconditioner,
+        "svgd_tol": "none" if tol is None else float(tol), "svgd_patience": int(patience),
+        "svgd_ksd_every": int(ksd_every)}
+
+
 def svgd_result(run, origin, source, prepared, settings, keep, ksd_pre):
     """:class:`SteinVariational` of a run (``settings``: the ``svgd_*`` attrs of the
     call's options, ``keep`` its choice of particles)."""
@@ -186,15 +213,20 @@ def svgd_result(run, origin, source, prepared, settings, keep, ksd_pre):
     ksd_iid = xr.DataArray(np.asarray(run.ksd_iid), dims=("step",), coords={"step": steps},
                            name="ksd_iid",
                            attrs={"long_name": "i.i.d. floor sqrt(mean_i k_p(x_i, x_i) / N)"})
-    n_steps = settings["svgd_n_steps"]
+    coordinates = run.coordinates
     bandwidth = xr.DataArray(
-        run.bandwidths, dims=("step",), coords={"step": np.arange(n_steps)}, name="bandwidth",
+        run.bandwidths, dims=("step",), coords={"step": np.arange(run.steps_run)},
+        name="bandwidth",
         attrs={"long_name": "SVGD kernel bandwidth h",
-               "coordinates": "standardised" if settings["svgd_standardize"] else "as given"},
+               "coordinates": _COORDINATES_NAMES[coordinates.kind]},
     )
     attrs = {
         **settings,
-        "svgd_scale": np.asarray(run.scale, dtype=float),
+        "svgd_preconditioner_used": coordinates.kind,
+        "svgd_scale": np.asarray(coordinates.scale, dtype=float),
+        "svgd_steps_run": run.steps_run,
+        "svgd_stop_reason": run.stop_reason,
+        "svgd_backtracks": run.backtracks,
         "svgd_n_particles": int(run.moved.shape[0]),
         "svgd_ksd_initial": float(ksd_values[0]),
         "svgd_ksd_final": run.ksd_returned,
@@ -222,21 +254,19 @@ def svgd_result(run, origin, source, prepared, settings, keep, ksd_pre):
                             attrs=attrs)
 
 
-def not_improved_message(run, n_steps, keep):
+def not_improved_message(run, keep):
     """The warning when SVGD did not lower the particles' KSD, or "" when it did."""
-    ksd_values, returned = run.ksd, run.ksd_returned
+    ksd_values, returned, n_steps = run.ksd, run.ksd_returned, run.steps_run
     if keep == "best" and run.returned_step == 0:
         return (f"stein_variational did not lower the KSD of the particles at any recorded "
                 f"step (initial {ksd_values[0]:.4g}, after {n_steps} steps "
                 f"{ksd_values[-1]:.4g}, lowest {min(ksd_values):.4g}): the draws given are "
-                "returned unchanged. Try a smaller step_size or a larger step_decay (see "
-                "result.ksd).")
+                "returned unchanged. Try a smaller step_size (see result.ksd).")
     if not returned < ksd_values[0]:
         lowest = int(np.argmin(ksd_values))
         return (f"stein_variational raised the KSD of the particles from {ksd_values[0]:.4g} "
                 f"to {returned:.4g} in {n_steps} steps: the particles returned fit the "
                 f"target worse than the draws given (lowest KSD {ksd_values[lowest]:.4g} at "
                 f"step {int(run.record[lowest])}). Keep the draws given, use keep='best', or "
-                "try a smaller step_size, step_decay=, fewer steps or svgd_kernel='imq' (see "
-                "result.ksd).")
+                "try a smaller step_size, fewer steps or svgd_kernel='imq' (see result.ksd).")
     return ""

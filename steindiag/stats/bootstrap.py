@@ -130,15 +130,18 @@ def multinomial_weights(rng, n_draw, n_bootstrap, out):
         out[:, start:stop] = rng.multinomial(n_draw, pvals, size=stop - start).T - 1.0
 
 
-def bootstrap_weights(kind, rng, n_chain, n_draw, n_bootstrap, flip):
+def bootstrap_weights(kind, rng, n_chain, n_draw, n_bootstrap, flip, statistic=True):
     """W (chain * draw, 1 + B), C-contiguous: column 0 all ones, then the B bootstrap columns.
 
-    Each chain's rows are drawn independently of the other chains'.
+    Each chain's rows are drawn independently of the other chains'. ``statistic=False``:
+    the B bootstrap columns only, (chain * draw, B) (a later pass over more columns).
     """
-    weights = np.empty((n_chain * n_draw, 1 + n_bootstrap))
-    weights[:, 0] = 1.0
+    first = 1 if statistic else 0
+    weights = np.empty((n_chain * n_draw, first + n_bootstrap))
+    if statistic:
+        weights[:, 0] = 1.0
     for c in range(n_chain):
-        rows = weights[c * n_draw : (c + 1) * n_draw, 1:]
+        rows = weights[c * n_draw : (c + 1) * n_draw, first:]
         if kind == "multinomial":
             multinomial_weights(rng, n_draw, n_bootstrap, rows)
         else:

@@ -21,10 +21,12 @@ import numpy as np
 from scipy.special import ndtri
 
 from steindiag._words import chains, plural
+from steindiag.stats.divergences import per_thousand
 
 __all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "VERDICT_OF",
            "Evidence", "n_tests", "chain_verdicts", "pooled_verdict", "more_draws_needed",
-           "detectable_shift", "NAMING_ALPHA", "named"]
+           "detectable_shift", "NAMING_ALPHA", "named", "FEW_DIVERGENCES",
+           "divergences_in_context"]
 
 # kappa(d): the pooled KSD test of diagnose detects a shift of the mean by delta posterior
 # standard deviations (along one coordinate of N(0, I_d)) in 80 % of runs when
@@ -33,6 +35,13 @@ __all__ = ["FITS", "DOES_NOT_FIT", "INCONCLUSIVE", "VERDICTS", "REASONS", "VERDI
 # 800 agree within 4 %), interpolated in log d and extrapolated with the last slope.
 _KAPPA_D = np.array([1.0, 2.0, 10.0, 50.0])
 _KAPPA = np.array([4.0, 4.7, 5.4, 8.4])
+
+# A run with divergent transitions can still get "fits" (with the divergences named in the
+# reason) when every test passes, they are at most this many per 1000 draws in every chain,
+# the divergent draws sit nowhere in particular (no parameter named by their shift) and
+# the model was read as holding no centred hierarchy:
+# benchmarks/bench_divergences.py (results/divergences.md).
+FEW_DIVERGENCES = 2.0
 
 FITS = "fits"
 DOES_NOT_FIT = "does not fit"
@@ -49,6 +58,8 @@ REASONS = (
     "chains_disagree",      # the test that all chains agree rejects
     "too_few_draws",        # a KSD p-value that would decide cannot be trusted
     "divergences",          # the sampler reported divergent transitions; nothing rejected
+    "few_divergences",      # fits, with a caveat: a few divergences, sitting nowhere in
+                            # particular, and every test passed
     "agreement_undecided",  # too few blocks for the test of agreement
     "chain_differs",        # the chains disagree, and this one differs from the others
     "far_off",              # a chain spreads far wider than the target allows
@@ -63,6 +74,7 @@ VERDICT_OF = {
     "unvisited_mass": (DOES_NOT_FIT, DOES_NOT_FIT),
     "chains_disagree": (DOES_NOT_FIT, INCONCLUSIVE),
     "too_few_draws": (INCONCLUSIVE, INCONCLUSIVE), "divergences": (INCONCLUSIVE, INCONCLUSIVE),
+    "few_divergences": (FITS, FITS),
     "agreement_undecided": (INCONCLUSIVE, None), "chain_differs": (None, DOES_NOT_FIT),
     "far_off": (DOES_NOT_FIT, DOES_NOT_FIT),
 }
@@ -95,6 +107,13 @@ class Evidence:
         Its smallest attainable p-value (when above the level, it cannot decide).
     divergences : ndarray (chain,) of int or None
         Divergent transitions (None: no sampler statistics).
+    divergence_shift : ndarray (d,) or None
+        The divergent draws' mean minus the others', in standard errors, per parameter
+        (``stats.divergences.divergence_shift``); None when the flags of the draws are
+        not known.
+    parameterisation : str
+        The model's as read from its graph: "centred", "non-centred", "unknown", or ""
+        (no model read).
     stuck, never_moved : ndarray (chain,) of bool
         Chains that barely move (their Stein spread moment is tiny in every parameter:
         ``stats.stein_moments``), and those whose draws are all the same point.
@@ -127,6 +146,8 @@ class Evidence:
     agreement_reliable: bool = True
     agreement_min_pvalue: float = 0.0
     divergences: np.ndarray = None
+    divergence_shift: np.ndarray = None
+    parameterisation: str = ""
     stuck: np.ndarray = None
     far_off: np.ndarray = None
     never_moved: np.ndarray = None
@@ -244,11 +265,13 @@ def chain_verdicts(evidence, level, conditional=False):
        every chain missed);
     4. the chain's p-value is unreliable (too few nearly independent draws):
        "inconclusive";
-    5. the chain has divergent transitions: "inconclusive" (the sampler reports regions
-       it could not explore; no test rejected, which does not show they hold no mass);
+    5. the chain has divergent transitions and they cannot be read in context
+       (:func:`divergences_in_context`): "inconclusive" (the sampler reports regions it
+       could not explore; no test rejected, which does not show they hold no mass);
     6. the test that all chains agree rejects: "inconclusive" (some chain did not sample
        p, and the test does not say which);
-    7. otherwise "fits".
+    7. otherwise "fits" (code "few_divergences" when the chain had a few divergences
+       read in context: the reason names them).
     """
     e = evidence
     disagree = _agreement_rejects(e, level)
@@ -295,7 +318,8 @@ def _chain_rule(e, ch, level, disagree):
         return DOES_NOT_FIT, "unvisited_mass", f"unvisited mass: {e.missing_summary}"
     if not e.reliable[ch]:
         return INCONCLUSIVE, "too_few_draws", _too_few(e, "this chain")
-    if e.divergences is not None and e.divergences[ch] > 0:
+    divergent = e.divergences is not None and e.divergences[ch] > 0
+    if divergent and not divergences_in_context(e, ch):
         return INCONCLUSIVE, "divergences", (
             f"{plural(e.divergences[ch], 'divergent transition')}: the sampler could not "
             f"explore part of the target; no test rejected ({_p(e.pvalue[ch])})")
@@ -314,6 +338,9 @@ def _chain_rule(e, ch, level, disagree):
         return INCONCLUSIVE, "chains_disagree", (
             f"the chains disagree (MMD test of agreement, {_p(e.agreement_pvalue)}): {which}; "
             f"this chain's own KSD test did not reject ({_p(e.pvalue[ch])})")
+    if divergent:
+        return FITS, "few_divergences", (f"no test rejected (KSD {_p(e.pvalue[ch])}); "
+                                         + _few_caveat(e, e.divergences[ch]))
     return FITS, "no_rejection", f"no test rejected (KSD {_p(e.pvalue[ch])})"
 
 
@@ -337,10 +364,12 @@ def pooled_verdict(evidence, level):
     "does not fit" when a chain never moved, or any test rejects reliably at ``level``
     (the pooled or a chain's KSD test, the test that all chains agree: chains of one
     target have one distribution, or the search for unvisited mass); otherwise
-    "inconclusive" when the sampler reported divergent transitions or a p-value that
-    would decide is unreliable (the pooled KSD test, the test of agreement), with every
-    such doubt in the reason; otherwise "fits" (said to be conditional when the search
-    for unvisited mass did not run).
+    "inconclusive" when the sampler reported divergent transitions that cannot be read
+    in context (:func:`divergences_in_context`) or a p-value that would decide is
+    unreliable (the pooled KSD test, the test of agreement), with every such doubt in
+    the reason; otherwise "fits" (said to be conditional when the search for unvisited
+    mass did not run; code "few_divergences", the divergences named, when there were a
+    few read in context).
     """
     e = evidence
     labels = e.labels
@@ -381,7 +410,8 @@ def pooled_verdict(evidence, level):
             f"({_p(e.agreement_pvalue)} <= {level:.2g}); chains of one target have one "
             "distribution")
     doubts, codes = [], []
-    if e.divergences is not None and np.sum(e.divergences) > 0:
+    divergent = e.divergences is not None and np.sum(e.divergences) > 0
+    if divergent and not divergences_in_context(e):
         codes.append("divergences")
         doubts.append(
             f"{plural(np.sum(e.divergences), 'divergent transition')}: the sampler could not "
@@ -397,11 +427,49 @@ def pooled_verdict(evidence, level):
     if doubts:
         return INCONCLUSIVE, codes[0], "; ".join(doubts)
     reason = f"no test rejected (KSD {_p(e.pvalue_pooled)})"
+    if divergent:
+        reason += "; " + _few_caveat(e, np.sum(e.divergences), e.n_chain)
     if not e.missing_run:
         reason += (f"; conditional: the search for unvisited mass was not run "
                    f"({e.missing_not_run_reason}), and KSD alone is blind to modes the chains "
                    "never visited")
-    return FITS, "no_rejection", reason
+    return FITS, "few_divergences" if divergent else "no_rejection", reason
+
+
+def divergences_in_context(evidence, chain=None):
+    """Whether the divergent transitions of ``chain`` (None: of every chain) can be read in
+    context, so that they do not by themselves make the verdict "inconclusive".
+
+    They can when the model was read and holds no centred hierarchy
+    (``evidence.parameterisation`` is "non-centred": centred models and traces without a
+    model never qualify, as a centred hierarchy's funnel can leave a few divergences
+    that sit nowhere in particular; benchmarks/results/divergences.md), the flags of the
+    draws are known, there are at most
+    ``FEW_DIVERGENCES`` per 1000 draws (in the chain; with ``chain=None``, in every
+    chain), and no parameter is named where the divergent draws sit (their shift from
+    the other draws, ``evidence.divergence_shift``, read by :func:`named` at
+    ``NAMING_ALPHA``, Bonferroni over the parameters). The tests are the rules' own
+    business: a verdict is "fits" only when, besides this, none rejects and every p-value
+    that decides is reliable.
+    """
+    e = evidence
+    if (e.divergences is None or e.divergence_shift is None
+            or e.parameterisation != "non-centred"):
+        return False
+    counts = e.divergences if chain is None else e.divergences[chain:chain + 1]
+    if np.max(per_thousand(counts, e.n_draw)) > FEW_DIVERGENCES:
+        return False
+    shift = np.asarray(e.divergence_shift, dtype=np.float64)
+    return bool(np.isfinite(shift).any()) and not named(shift)[1]
+
+
+def _few_caveat(e, count, n_chain=1):
+    rate = float(per_thousand(count, e.n_draw * n_chain))
+    one = int(count) == 1
+    return (f"the sampler reported {plural(count, 'divergent transition')} ({rate:.2g} per "
+            f"1000 draws), which {'sits' if one else 'sit'} nowhere in particular (no "
+            f"parameter's value at {'it' if one else 'them'} stands out): read the draws "
+            "with that caveat")
 
 
 # Level at which a chain or a parameter is named as where a rejection comes from (two-sided,

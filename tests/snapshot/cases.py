@@ -7,8 +7,9 @@ fixtures is seeded through their own APIs). Inputs are built once per process
 (``functools.cache``) and never modified by a case.
 
 Keep clear of the library's timing-based choices, whose numbers agree only to rounding:
-``add_scores`` (and every call with a PyMC ``model``) times a batched against a per-draw
-score from 512 draws on, so the PyMC trace has 240 draws; ``stein_weights(method=
+``add_scores`` (and every call with a PyMC ``model``) compiles and times a batched score
+graph against the per-draw function only when the per-draw loop would take more than 10 s,
+so the PyMC trace has 240 draws (per-draw); ``stein_weights(method=
 "frank-wolfe")`` times one thread against all from 8000 draws on, so its case has 120.
 Results were checked to be the same bits with NUMBA_NUM_THREADS = 1, 2, 3 and 8.
 
@@ -712,7 +713,25 @@ def stein_variational_last_every():
     x, _ = bad_chain()
     return steindiag.stein_variational(x[:, :20], score=gaussian_score, n_steps=15,
                                        step_size=0.05, ksd_every=4, keep="last",
-                                       standardize=False)
+                                       svgd_preconditioner="identity")
+
+
+@case()
+def stein_variational_adagrad():
+    # The reference implementation's algorithm (the defaults before issue 37), to the end.
+    x, _ = biased()
+    return steindiag.stein_variational(x[:, :25], score=gaussian_score, n_steps=20,
+                                       step_size=0.05, step_rule="adagrad", step_decay=10.0,
+                                       svgd_preconditioner="standardize", ksd_every=1,
+                                       tol=None)
+
+
+@case()
+def stein_variational_stops():
+    # Long enough for the stopping rule (converged) and backtracking to act.
+    x, _ = biased()
+    return steindiag.stein_variational(x[:, :30], score=gaussian_score, n_steps=400,
+                                       step_size=0.3)
 
 
 @case("pymc", inputs=PYMC)
