@@ -18,8 +18,9 @@ class CorrectionWarning(UserWarning):
     """A correction (weights, thinning, SVGD) cannot be trusted on these draws.
 
     The message names the cause: divergent transitions, unvisited mass, a KSD that stays
-    far above its floor, or (SVGD) particles that ended with a higher KSD than they
-    started with.
+    far above its floor, corrected draws narrower than the target (weights cannot add
+    spread; ``stein_variational`` moves the draws), or (SVGD) particles that ended with a
+    higher KSD than they started with.
     """
 
 

@@ -6,7 +6,8 @@ preconditioner from the pooled draws -> scores -> ``methods.weights.optimal_weig
 solver: an exact active set, matrix-free pairwise Frank-Wolfe, or the optional dense
 interior point of piqp; the same optimality certificate for all) ->
 ``methods.corrections.check_correction`` (divergences, unvisited mass, a KSD far above its
-floor) -> ``outputs.weights`` (a labelled ``xarray.DataArray``).
+floor, draws narrower than the target) -> ``outputs.weights`` (a labelled
+``xarray.DataArray``).
 
 ``weighted_summary`` reads the trace's own variables (``inputs._columns.read_columns``), computes
 ``stats.weighted`` statistics and labels them like ``arviz.summary``.
@@ -24,7 +25,8 @@ from steindiag.inputs._columns import read_columns, read_weights
 from steindiag.kernels import make_kernel
 from steindiag.kernels.preconditioner import check_preconditioner, make_preconditioner
 from steindiag.methods.corrections import (MODE_SEARCH_TAKES, check_correction,
-                                           check_mode_search, summary_reasons)
+                                           check_mode_search, summary_message,
+                                           summary_reasons)
 from steindiag.methods.weights import METHODS, SteinWeightsError, optimal_weights
 from steindiag.outputs.weights import interval_defaults, summary_frame, weights_dataarray
 from steindiag.stats.weighted import weighted_summary as weighted_statistics
@@ -138,14 +140,25 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         empty if none), ``sampler_divergences`` (-1 when the input records none),
         ``missing_mass`` ("found", "not found", "not searched"), ``missing_mass_detail``,
         ``missing_mass_n_log_density``, ``ksd_far_threshold`` and ``ksd_far_above_floor``
-        (with ``per_chain=True``: the largest threshold, and 1 if any chain is far).
+        (with ``per_chain=True``: the largest threshold, and 1 if any chain is far). Per
+        parameter, aligned with ``parameters`` (the weighted draws normalised over all
+        draws): ``spread_variance_ratio`` and its ``_z`` (the weighted variance over the
+        one the target's curvature implies, 1 for draws of the target, and its distance
+        from 1 in standard errors), ``spread_variance_ratio_draws`` and its ``_z`` (the
+        same for the draws unweighted), ``spread_moment`` and ``spread_moment_z`` (the
+        weighted Stein spread moment), and the names in ``spread_under_dispersed`` (the
+        draws are narrower than the target there, weighted or not) and ``spread_lost``
+        (narrower only once weighted).
 
     Warns
     -----
     CorrectionWarning (a UserWarning)
         The weights cannot be trusted: the trace's ``sample_stats`` record divergent
-        transitions, the missing-mass search found mass the chains never visited, or
-        the weighted KSD stays far above its floor. The message names the cause.
+        transitions, the missing-mass search found mass the chains never visited, the
+        weighted KSD stays far above its floor, or the draws are narrower than the
+        target in some parameter, before and after weighting (weights cannot add spread
+        the draws lack: the message names :func:`stein_variational`, which moves the
+        draws). The message names the cause and the parameters.
 
     Raises
     ------
@@ -175,6 +188,22 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     the truth while the weighted KSD falls below its floor. Centred eight schools (4 x
     1000 NUTS draws with divergences; benchmarks/bench_corrections.py): weighted P(tau < 1) 0.008 against 0.051 unweighted and 0.201 in a long non-centred run, weighted mean tau 4.96 (unweighted 4.11, truth 3.59), Kish ESS 2886 of 4000, weighted KSD 0.095 below its i.i.d. floor 0.135: the weights moved away from the truth while their own KSD said the fit improved.
     Hence the checks and their warnings (see ``mode_search``).
+
+    Nor can weights add spread the draws lack. For each parameter k the target's
+    curvature implies a variance T_k = (M^-1 C)_kk, with C the draws' covariance and
+    M = -mean_i (x_i - xbar)(s_i - sbar)^T the Stein matrix (the identity for draws of
+    p; for Gaussian draws M = C E[-grad^2 log p], so M^-1 C is the covariance a Gaussian
+    of the target's average curvature has, and T_k the target's variance when the target
+    is Gaussian). The weighted variance over T_k is 1 for draws of p; the warning fires
+    where it is at most 0.75 and 4 standard errors (influence functions, ArviZ's MCSE)
+    below 1, both weighted and unweighted. Measured (benchmarks/results/
+    corrections_limits.md): no warning in 1138 runs valid by construction (exact,
+    autocorrelated and heavy-tailed draws, 106 runs of healthy NUTS, unadjusted Langevin
+    and over-dispersed draws that the weights fix), a warning in all 448 runs on draws
+    shrunk 0.8 towards their mean in d = 10 and 23, exact mean-field Gaussian
+    approximations and mean-field ADVI. The diagonal Stein spread moment
+    -sum_i w_i (x_ik - xbar_k) s_ik alone misses mean-field ADVI: at its optimum it is
+    exactly 1.
 
     "Far above the floor": for N exact independent draws of p the squared KSD has mean
     floor^2 = mean_i k_p(x_i, x_i) / N and a variance that follows from E k_p(x, y)^2
@@ -262,7 +291,9 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
         pending=pending, prepared=prepared, kernel=kernel, preconditioner=pre,
         mode_search=mode_search, rng=rng,
         ksd_checks=[(p, float(np.sqrt(max(s.ksd2, 0.0))), "weighted")
-                    for p, s in zip(points, solutions)])
+                    for p, s in zip(points, solutions)],
+        spread_weights=np.stack([s.weights for s in solutions]).reshape(
+            prepared.draws.shape[:2]))
     checks.warn("stein_weights")
     return weights_dataarray(solutions, methods, prepared, pre, kernel, per_chain=per_chain,
                              tol=tol, checks=checks)
@@ -335,8 +366,9 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     CorrectionWarning (a UserWarning)
         The weighted summary cannot be trusted: the trace's ``sample_stats`` record
         divergent transitions, or the weights (from :func:`stein_weights`) record
-        unvisited mass or a weighted KSD far above its floor. The message names the
-        cause.
+        unvisited mass, a weighted KSD far above its floor, or weighted draws narrower
+        than the target (``spread_under_dispersed``: weights cannot add spread the draws
+        lack; the message names :func:`stein_variational`). The message names the cause.
 
     Notes
     -----
@@ -381,9 +413,7 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
                                   ci_kind=ci_kind, probabilities=probabilities)
     reasons = summary_reasons(columns.sampler_warnings(), getattr(weights, "attrs", {}))
     if reasons:
-        warn_user("weighted_summary cannot be trusted here: " + "; ".join(reasons) + ". "
-                  "Weights only redistribute mass among the visited draws; they cannot put "
-                  "mass where the sampler never went.", CorrectionWarning)
+        warn_user(summary_message(reasons, getattr(weights, "attrs", {})), CorrectionWarning)
     return summary_frame(summary, columns.labels, interval_names, probabilities,
                          n_draws=n_chain * n_draw, ci_prob=ci_prob, ci_kind=ci_kind,
                          reasons=reasons)

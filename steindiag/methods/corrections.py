@@ -12,7 +12,11 @@ the docs):
 - unvisited mass found by the missing-mass search (``steindiag.methods.missing_mass``),
   run when a log density is at hand, or a search result passed by the caller;
 - a corrected KSD that stays far above its floor: above the level that N exact i.i.d.
-  draws exceed with probability at most 1 % (``ksd_null_threshold``).
+  draws exceed with probability at most 1 % (``ksd_null_threshold``);
+- corrected draws narrower than the target (``check_spread``): in some parameter the
+  weighted (or thinned) draws keep clearly less variance than the target's curvature
+  implies (``stats.stein_moments.curvature_spread``). Weights cannot add spread the
+  draws lack; ``stein_variational`` moves the draws instead.
 """
 
 import numbers
@@ -21,12 +25,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from steindiag._attrs import decode_list
 from steindiag._types import CorrectionWarning
-from steindiag._words import plural
+from steindiag._words import listing, plural
 from steindiag.methods.search import run_search
+from steindiag.stats.stein_moments import curvature_spread, implied_variance, stein_moments
 
-__all__ = ["CorrectionChecks", "check_correction", "ksd_null_threshold", "MODE_SEARCH_OPTIONS", "MODE_SEARCH_TAKES",
-           "check_mode_search", "summary_reasons"]
+__all__ = ["CorrectionChecks", "check_correction", "check_spread", "ksd_null_threshold",
+           "MODE_SEARCH_OPTIONS", "MODE_SEARCH_TAKES", "check_mode_search",
+           "summary_reasons", "summary_message", "SPREAD_RATIO", "SPREAD_Z",
+           "THINNING_SPREAD_WORDS"]
 
 # Level of the "far above the floor" check: an exact i.i.d. sample of the same size
 # exceeds the threshold with probability at most this (whatever the null's shape).
@@ -42,6 +50,31 @@ MODE_SEARCH_TAKES = ("'auto', True or False: search for modes the chains never v
 
 # Level of the missing-mass search (its ``alpha``): mass is "found" at p < 0.05.
 SEARCH_LEVEL = 0.05
+
+# Corrected draws narrower than the target: a parameter whose corrected variance is at
+# most SPREAD_RATIO of the one the target's curvature implies, SPREAD_Z standard errors
+# below 1 (``check_spread``). Chosen by measurement (benchmarks/bench_correction_limits.py,
+# results in benchmarks/results/corrections_limits.md): no warning in any of the valid runs
+# (exact draws, healthy NUTS, small-step unadjusted Langevin, over-dispersed draws that
+# weights fix), a warning on draws shrunk towards their mean and on mean-field ADVI.
+SPREAD_RATIO = 0.75
+SPREAD_Z = 4.0
+# More parameters than this: the variance the curvature implies is not computed (the
+# d x d Stein matrix, O(N d^2) time); the diagonal Stein spread moment is used instead.
+_SPREAD_MAX_MATRIX = 1000
+# Fewer effective draws than this (Kish ESS of the weights, or of the selection): the
+# spread is not checked (too few points to estimate a variance and its error).
+_SPREAD_MIN_ESS = 20
+# Parameters named in the message (the rest are counted).
+_SPREAD_NAMED = 3
+_SVGD_HINT = "stein_variational moves the draws"
+# stein_thin's words for check_spread. Thinned points narrower than draws of the right
+# spread are recorded (``stein_thinning_spread_lost``) but not warned about: greedy
+# thinning of a tenth of the draws does that to most valid runs with d >= 10 (measured:
+# exact draws in d = 10, 77 %; d = 23, 100 %; healthy NUTS on a logistic model with
+# d = 23, 91 %; benchmarks/results/corrections_limits.md): as a warning it would be noise.
+THINNING_SPREAD_WORDS = {"label": "in the thinned points", "before": "in all the draws",
+                         "lost": None}
 
 
 @dataclass(kw_only=True)
@@ -64,6 +97,14 @@ class CorrectionChecks:
     ksd_far_threshold : float
         KSD above which the corrected draws are "far above the floor" (nan if unchecked).
     ksd_far_above_floor : bool
+    spread : dict
+        Per parameter (aligned with ``parameters``), from :func:`check_spread`: the
+        corrected draws' variance over the one the target's curvature implies
+        (``spread_variance_ratio``, its ``_z``), the same for the draws as given
+        (``spread_variance_ratio_draws``, its ``_z``), the corrected Stein spread moment
+        (``spread_moment``, its ``_z``), and the parameters found narrower than the
+        target (``spread_under_dispersed``: as given too; ``spread_lost``: only once
+        corrected). Empty if unchecked.
     """
 
     reasons: list = field(default_factory=list)
@@ -73,6 +114,13 @@ class CorrectionChecks:
     missing_mass_n_log_density: int = 0
     ksd_far_threshold: float = float("nan")
     ksd_far_above_floor: bool = False
+    spread: dict = field(default_factory=dict)
+
+    @property
+    def cannot_represent(self):
+        """Whether a cause fired that moving the draws (SVGD) could address: corrected
+        draws narrower than the target, or a corrected KSD far above its floor."""
+        return bool(self.ksd_far_above_floor or self.spread.get("spread_under_dispersed"))
 
     def attrs(self):
         """netCDF-safe attrs (str, int, float) recording the checks."""
@@ -84,18 +132,27 @@ class CorrectionChecks:
             "missing_mass_n_log_density": int(self.missing_mass_n_log_density),
             "ksd_far_threshold": float(self.ksd_far_threshold),
             "ksd_far_above_floor": int(bool(self.ksd_far_above_floor)),
+            **self.spread,
         }
 
     def warn(self, what, stacklevel=3):
         """One CorrectionWarning naming every cause, if any fired."""
         if self.reasons:
-            warnings.warn(
-                f"{what} cannot be trusted here: " + "; ".join(self.reasons) + ". Weights "
-                "and thinning only redistribute mass among the visited draws; they cannot "
-                "put mass where the sampler never went.",
-                CorrectionWarning,
-                stacklevel=stacklevel,
-            )
+            warnings.warn(f"{what} cannot be trusted here: " + "; ".join(self.reasons)
+                          + ". " + closing(self.cannot_represent), CorrectionWarning,
+                          stacklevel=stacklevel)
+
+
+def closing(cannot_represent, subject="Weights and thinning"):
+    """The sentence that ends a correction's warning: what weights and thinning cannot
+    do, and (``cannot_represent``) the tool that moves the draws."""
+    if not cannot_represent:
+        return (f"{subject} only redistribute mass among the visited draws; they "
+                "cannot put mass where the sampler never went.")
+    return (f"{subject} only redistribute mass among the visited draws: they cannot put "
+            "mass where the sampler never went, nor add spread the draws lack; "
+            f"{_SVGD_HINT} (steindiag.stein_variational), or sample with a method that "
+            "reaches the target.")
 
 
 def check_mode_search(mode_search):
@@ -139,8 +196,97 @@ def ksd_null_threshold(points, alpha=FAR_ALPHA, n_rows=_NULL_ROWS):
     return float(np.sqrt(threshold2))
 
 
+def _named(names, values, order):
+    """', and b 0.5, c 0.6 and 2 more parameters': the flagged parameters after the first."""
+    others = [f"{names[k]} {values[k]:.2g}" for k in order[1:_SPREAD_NAMED]]
+    if len(order) > _SPREAD_NAMED:
+        others.append(plural(len(order) - _SPREAD_NAMED, "more parameter"))
+    return f", and {listing(others)}" if others else ""
+
+
+def _narrow(ratio, ratio_z, moment, moment_z, active):
+    """Parameters narrower than the target: the variance ratio (or, where it is undefined,
+    the diagonal spread moment) at most SPREAD_RATIO and SPREAD_Z standard errors below 1;
+    returns (bool (d,), the values used, their z)."""
+    undefined = ~np.isfinite(ratio)
+    used, used_z = np.where(undefined, moment, ratio), np.where(undefined, moment_z, ratio_z)
+    with np.errstate(invalid="ignore"):
+        return active & (used <= SPREAD_RATIO) & (used_z <= -SPREAD_Z), used, used_z
+
+
+def check_spread(prepared, weights, *, label="after weighting", before="before weighting",
+                 lost="the weights concentrate on draws near the mode"):
+    """Whether the corrected draws are narrower than the target, per parameter.
+
+    ``weights`` (chain, draw): the correction's weights, or how often thinning selected
+    each draw (normalised over all draws). For each parameter, the variance over the one
+    the target's curvature implies (``stats.stein_moments.curvature_spread``: 1 for draws
+    of p) with its standard error, of the corrected draws and of the draws as given; where
+    the Stein matrix is singular (or there are more than ``_SPREAD_MAX_MATRIX``
+    parameters), the diagonal Stein spread moment instead. A parameter is
+    narrow when its value is at most ``SPREAD_RATIO`` and ``SPREAD_Z`` standard errors
+    below 1. Narrow both corrected and as given: the draws lack spread that no weights
+    can add (``spread_under_dispersed``, the advice names ``stein_variational``); narrow
+    only once corrected: the correction lost spread the draws have (``spread_lost``,
+    explained by ``lost``; ``lost=None``: recorded, no sentence). Fewer than ``_SPREAD_MIN_ESS`` effective draws (Kish ESS):
+    not checked (NaN). Returns (the per-parameter record for the attrs, the reasons'
+    sentences). Time O(N d^2).
+    """
+    draws, scores = prepared.draws, prepared.scores
+    d = draws.shape[2]
+    weights = np.asarray(weights, dtype=np.float64)
+    if np.sum(weights) ** 2 < _SPREAD_MIN_ESS * np.sum(weights**2):
+        nan = np.full(d, np.nan)
+        return {"spread_variance_ratio": nan, "spread_variance_ratio_z": nan,
+                "spread_variance_ratio_draws": nan, "spread_variance_ratio_draws_z": nan,
+                "spread_moment": nan, "spread_moment_z": nan, "spread_under_dispersed": [],
+                "spread_lost": []}, []
+    moments = stein_moments(draws, scores, pooled=True, weights=weights)
+    given_moments = stein_moments(draws, scores, pooled=True)
+    active = ~moments.constant_score
+    columns = np.flatnonzero(active)
+    ratio, ratio_z, given, given_z = (np.full(d, np.nan) for _ in range(4))
+    if 0 < columns.size <= _SPREAD_MAX_MATRIX:
+        draws, scores = draws[..., columns], scores[..., columns]
+        implied = implied_variance(draws, scores)
+        after = curvature_spread(draws, scores, weights, implied=implied)
+        ratio[columns], ratio_z[columns] = after.ratio, after.ratio_z
+        as_given = curvature_spread(draws, scores, implied=implied)
+        given[columns], given_z[columns] = as_given.ratio, as_given.ratio_z
+    narrow, used, used_z = _narrow(ratio, ratio_z, moments.spread[0], moments.spread_z[0],
+                                   active)
+    narrow_given, used_given, _ = _narrow(given, given_z, given_moments.spread[0],
+                                          given_moments.spread_z[0], active)
+    names = [str(name) for name in prepared.parameter]
+    by_ratio = np.argsort(used, kind="stable")
+    lacking = [k for k in by_ratio if narrow[k] and narrow_given[k]]
+    lost_here = [k for k in by_ratio if narrow[k] and not narrow_given[k]]
+    record = {
+        "spread_variance_ratio": ratio, "spread_variance_ratio_z": ratio_z,
+        "spread_variance_ratio_draws": given, "spread_variance_ratio_draws_z": given_z,
+        "spread_moment": moments.spread[0], "spread_moment_z": moments.spread_z[0],
+        "spread_under_dispersed": [names[k] for k in lacking],
+        "spread_lost": [names[k] for k in lost_here],
+    }
+    reasons = []
+    for order, ending in ((lacking, "so the draws are narrower than the target and no "
+                           "reweighting or selection of them can widen them"),
+                          (lost_here, f"so the correction lost spread the draws have ({lost})")):
+        if not order or (order is lost_here and lost is None):
+            continue
+        first = order[0]
+        what = ("variance the target's curvature implies" if np.isfinite(ratio[first])
+                else "Stein spread moment of draws of the target")
+        reasons.append(
+            f"{label}, {names[first]} has {used[first]:.2g} of the {what} (z = "
+            f"{used_z[first]:.1f}; 1 for draws of the target; {used_given[first]:.2g} "
+            f"{before}){_named(names, used, order)}, {ending} (per parameter: the "
+            "result's spread_variance_ratio attrs)")
+    return record, reasons
+
+
 def check_correction(*, pending, prepared, kernel, preconditioner, mode_search, rng=None,
-                     ksd_checks=()):
+                     ksd_checks=(), spread_weights=None, spread_words=None):
     """Run the checks of a correction; returns :class:`CorrectionChecks`.
 
     Parameters
@@ -156,6 +302,10 @@ def check_correction(*, pending, prepared, kernel, preconditioner, mode_search, 
     rng : numpy Generator for the search
     ksd_checks : iterable of (KernelPoints, corrected KSD, label)
         Each corrected KSD is compared with ``ksd_null_threshold`` of its points.
+    spread_weights : ndarray (chain, draw), optional
+        The correction's weights (or selection counts) for :func:`check_spread`;
+        ``spread_words``: its ``label``, ``before`` and ``lost`` (dict), if not the
+        weights'.
     """
     checks = CorrectionChecks()
     try:
@@ -229,6 +379,10 @@ def check_correction(*, pending, prepared, kernel, preconditioner, mode_search, 
                 f"same size exceed with probability at most {FAR_ALPHA:.0%}), so no "
                 "reweighting of these draws fits the target"
             )
+    if spread_weights is not None:
+        checks.spread, reasons = check_spread(prepared, spread_weights,
+                                              **(spread_words or {}))
+        checks.reasons.extend(reasons)
     return checks
 
 
@@ -250,4 +404,33 @@ def summary_reasons(found, recorded):
             f"the weights' KSD {recorded.get('ksd_weighted', float('nan')):.3g} stays far above "
             f"its floor (threshold {recorded.get('ksd_far_threshold', float('nan')):.3g})"
         )
+    names = decode_list(recorded.get("parameters", ""))
+    ratio = np.asarray(recorded.get("spread_variance_ratio", []), dtype=np.float64)
+    moment = np.asarray(recorded.get("spread_moment", []), dtype=np.float64)
+    for key, ending in (("spread_under_dispersed", "narrower than the target"),
+                        ("spread_lost", "narrower than the draws themselves")):
+        narrow = decode_list(recorded.get(key, ""))
+        if not narrow:
+            continue
+        values = []
+        for name in narrow[:_SPREAD_NAMED]:
+            k = names.index(name) if name in names else -1
+            value = ratio[k] if 0 <= k < ratio.size and np.isfinite(ratio[k]) else (
+                moment[k] if 0 <= k < moment.size else np.nan)
+            values.append(f"{name} {value:.2g}")
+        if len(narrow) > _SPREAD_NAMED:
+            values.append(plural(len(narrow) - _SPREAD_NAMED, "more parameter"))
+        reasons.append(
+            f"the weights record weighted draws {ending} (the weighted variance over the one "
+            f"the target's curvature implies: {listing(values)}, in the space the weights "
+            "were computed in; the weights' spread_variance_ratio attrs)"
+        )
     return reasons
+
+
+def summary_message(reasons, recorded):
+    """The warning of a weighted summary that cannot be trusted (``reasons``)."""
+    cannot_represent = bool(recorded.get("ksd_far_above_floor")) or bool(
+        decode_list(recorded.get("spread_under_dispersed", "")))
+    return ("weighted_summary cannot be trusted here: " + "; ".join(reasons) + ". "
+            + closing(cannot_represent, "Weights"))
