@@ -4,6 +4,7 @@
 #                     trace and the diagnosis to netCDF, draws the figures)
 #   make test      -> creates .venv, installs the test extras, checks the import layers
 #                     (.importlinter) and runs the test suite
+# PYTEST_ARGS are passed to pytest (CI: -m "not array_level" on the second Python).
 # PYTHON selects the interpreter (e.g. `PYENV_VERSION=3.12.1 make test PYTHON=python VENV=.venv312`).
 
 PYTHON ?= python3
@@ -31,7 +32,7 @@ example: $(VENV)/.installed-example
 
 test: $(VENV)/.installed-$(EXTRAS)
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-$(EXTRAS)
 	$(PY) -m pip install --quiet -e ".[bench]"

@@ -141,7 +141,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         the plain ``mcse_mean``. ``.to_dataframe()`` gives the table. ``attrs``:
         ``premise_check`` ("passed" or "failed"), ``premise_failed`` (the failed tests
         with their z and threshold), ``premise_rule``, ``premise_level``,
-        ``premise_n_tests``, ``premise_worst_ratio`` (largest |z| / threshold),
+        ``premise_n_tests``, ``premise_worst_ratio`` (largest ``|z|`` / threshold),
         ``stein_check_worst`` and ``stein_check_max_abs_z``; ``method`` (the one used),
         ``method_requested``, ``basis``, ``n_coefficients``, ``transform_terms`` (the
         rows with a design of their own), ``n_folds``, ``fold_rule``, for ``"auto"``

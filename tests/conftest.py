@@ -39,3 +39,19 @@ def small_pymc_model_and_trace():
     posterior = xr.Dataset({"mu": (("chain", "draw"), rng.normal(size=(2, 30))),
                             "sigma": (("chain", "draw"), rng.gamma(2.0, 0.5, size=(2, 30)))})
     return model, xr.DataTree.from_dict({"posterior": posterior})
+
+
+# Test modules that use no PyMC, ArviZ or sampler library: NumPy arrays in, the engine, the
+# maths and the methods. Marked ``array_level``; CI runs them on one Python only (their code
+# paths do not depend on the PyMC / ArviZ stack), ``make test`` runs them everywhere.
+ARRAY_LEVEL_MODULES = {
+    "test_agreement", "test_calibration", "test_correction_limits", "test_dask",
+    "test_engine", "test_engine_errors", "test_estimation", "test_kernels", "test_memory",
+    "test_nystrom", "test_progress", "test_valid_chains",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module is not None and item.module.__name__.split(".")[-1] in ARRAY_LEVEL_MODULES:
+            item.add_marker(pytest.mark.array_level)
