@@ -6,7 +6,6 @@ and returns a ``_Solution`` whose duality gap comes from one exact product K_p w
 (``_certify``), whatever the solver's own records say.
 """
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from steindiag.engine import products as _stein_products
 from steindiag.engine import progress as _progress
+from steindiag.engine.memory import available_memory
 from steindiag.engine.progress import make_progress
 from steindiag.methods.active_set import (
     lawson_hanson,
@@ -169,7 +169,7 @@ def _solve_active_set(points, *, tol, max_iter, memory_limit, support_limit=_MAX
         kernel = matrix_free_kernel(points, scale)
     if max_iter is None:
         max_iter = 20 * n + 1000
-    limit = _available_memory() if memory_limit is None else memory_limit
+    limit = available_memory() if memory_limit is None else memory_limit
     max_support = int(min(n, support_limit, np.sqrt(limit / _ACTIVE_SET_BYTES_PER_ENTRY)))
     # In a worker thread, so that Ctrl-C stops it between blocks of points.
     u, iterations, finished, _ = _progress.run_stoppable(lambda stop: lawson_hanson(
@@ -517,23 +517,8 @@ METHODS = ("auto", *_SOLVERS)
 # -- memory -----------------------------------------------------------------------------
 
 
-def _available_memory():
-    """Bytes of memory available now (Linux MemAvailable, else free pages, else 4 GiB)."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
-
-
 def _check_memory(n, memory_limit, bytes_per_entry, method):
-    limit = _available_memory() if memory_limit is None else memory_limit
+    limit = available_memory() if memory_limit is None else memory_limit
     need = bytes_per_entry * n * n
     if need > limit:
         raise MemoryError(
@@ -565,7 +550,7 @@ def _solve(points, chosen, method, tol, max_iter, memory_limit, progress):
             if method != "auto":
                 raise
         fits = (_ACTIVE_SET_BYTES_PER_ENTRY * points.n ** 2
-                <= (_available_memory() if memory_limit is None else memory_limit))
+                <= (available_memory() if memory_limit is None else memory_limit))
         if fits:
             return _solve_active_set(points, **options), "active-set"
         return _solve_blocks(points, progress=progress, **options)
