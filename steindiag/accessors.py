@@ -209,14 +209,14 @@ class _RegisterWhenLoaded(importlib.abc.MetaPathFinder):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _RegisteringLoader(spec.loader, self)
+                spec.loader = _RegisteringLoader(spec.loader)
                 return spec
         return None
 
 
 class _RegisteringLoader(importlib.abc.Loader):
-    def __init__(self, loader, hook):
-        self._loader, self._hook = loader, hook
+    def __init__(self, loader):
+        self._loader = loader
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
