@@ -52,10 +52,10 @@ def _selection_note(attrs, gathered):
               "model's)" if gathered.search is not None else "")
     coordinates = attrs["stein_coordinates"].removeprefix("selected ")
     return (f"selection: the check covers only the selected parameters "
-            f"{', '.join(attrs['selected_variables'])} ({coordinates} unconstrained "
-            f"coordinates), given the others ({', '.join(attrs['left_out_variables'])}) as "
-            "drawn: the selected parameters' score is the whole model's at each draw, so "
-            f"errors in the others show only through it{search}")
+            f"{', '.join(attrs['selected_variables'])} ({coordinates} coordinates), given "
+            f"the others ({', '.join(attrs['left_out_variables'])}) as drawn: their score is "
+            "the joint score's components at each draw, so errors in the others show only "
+            f"through it{search}")
 
 
 @fill_doc

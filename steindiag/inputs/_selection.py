@@ -27,7 +27,8 @@ from steindiag._containers import group_dataset, is_labelled
 from steindiag._validate import warn_user
 
 __all__ = ["check_selection", "selected_names", "resolve_var_names", "Selection",
-           "check_model_names", "model_selection", "select_coordinates"]
+           "check_model_names", "model_selection", "select_coordinates",
+           "score_selection_attrs"]
 
 FILTERS = (None, "like", "regex")
 
@@ -242,3 +243,21 @@ def select_coordinates(selection, draws, labels, scores, attrs, full_input):
 
     return (np.ascontiguousarray(draws[..., selection.columns]),
             [labels[k] for k in selection.columns], selected_scores)
+
+
+def score_selection_attrs(score, names, sample_dims):
+    """The attrs marking a selection of a score Dataset's variables: {} when ``names``
+    selects them all. The selected components of the score are the joint score's, as
+    with a model (the user's scores of the left-out variables are not used)."""
+    left_out = [str(name) for name in score.data_vars if name not in names]
+    if not left_out:
+        return {}
+
+    def size(name):
+        return int(np.prod([n for dim, n in score[name].sizes.items()
+                            if dim not in sample_dims]))
+
+    chosen = sum(size(name) for name in names if name in score.data_vars)
+    return {"stein_coordinates": f"selected {chosen} of {chosen + sum(map(size, left_out))}",
+            "selected_variables": [str(name) for name in names],
+            "left_out_variables": left_out}

@@ -29,7 +29,7 @@ from steindiag._validate import as_draws_array, check_bool, check_int
 from steindiag.inputs import _pymc
 from steindiag.inputs._checks import check_compile_mode, check_space, where_not_finite
 from steindiag.inputs._selection import (check_model_names, model_selection,
-                                         select_coordinates)
+                                         score_selection_attrs, select_coordinates)
 from steindiag.inputs._space import (check_trace_space, is_untransformed, score_failure_hint,
                                      warn_constrained_variables)
 from steindiag.inputs._trace_arrays import (dataarray_as_dataset, flatten_dataset, group_score,
@@ -372,6 +372,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             draws, labels = flatten_dataset(posterior, var_names, pair, group_label)
             attrs = {"space": "as given" if space is None else space,
                      "variables": list(var_names)}
+            if isinstance(score, xr.Dataset):
+                attrs.update(score_selection_attrs(score, var_names, pair))
             if score is not None and (space == "unconstrained"
                                       or is_untransformed(data, posterior)):
                 warn_constrained_variables(posterior, var_names, pair, draws, attrs["space"],
