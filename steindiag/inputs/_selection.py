@@ -15,6 +15,18 @@ ArviZ's rules (``arviz.utils._var_names``, the same in arviz-base):
 Where ArviZ would guess, steindiag refuses: names mixed with exclusions (ArviZ then drops
 the names without a word), and a selection that leaves no variable. A variable selected
 by two patterns is taken once.
+
+With a score that covers more coordinates than the selection (a PyMC model's, a score
+Dataset with more variables): the score is evaluated at the whole point and its selected
+components kept, the Stein discrepancy of the selected coordinates (the Background page,
+"A selection of the parameters")::
+
+    names -> model_selection: the free variables selected (by name or value-variable
+             name; deterministics passed over) -> Selection (their columns), or None
+             when every free variable is selected (the whole vector, unchanged)
+    whole draws + whole scores -> select_coordinates -> draws[..., S], scores[..., S];
+             the whole SteinInput kept for the missing-mass search (log p is the whole
+             model's); attrs stein_coordinates "selected k of D"
 """
 
 import re
