@@ -246,6 +246,11 @@ def test_functions_that_read_draws_take_the_selection(eight_schools):
     mark = "selected 2 of 10"
     test = steindiag.ksd_test(idata, model, rng=0, n_bootstrap=99, **options)
     assert test.attrs["stein_coordinates"] == mark
+    path = steindiag.ksd_path(idata, model, n_points=5, **options)
+    assert path.attrs["stein_coordinates"] == mark
+    # mmd reads the draws only: the selected columns of the unconstrained draws.
+    agreement = steindiag.mmd(idata, model=model, **options)
+    assert _listed(agreement, "parameters") == ["mu", "tau_log__"]
     weights = steindiag.stein_weights(idata, model, **options)
     assert weights.attrs["stein_coordinates"] == mark
     assert np.isclose(float(weights.sum()), 1.0)   # on the simplex
