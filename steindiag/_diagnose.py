@@ -44,6 +44,20 @@ def _diagnose_iv(alpha, n_bootstrap, n_permutations, log_density, estimator, n_l
     return alpha, n_bootstrap, n_permutations, mode_search, check_rng(rng)
 
 
+def _selection_note(attrs, gathered):
+    """The report's sentence on a selection of the parameters ("" without one)."""
+    if "stein_coordinates" not in attrs:
+        return ""
+    search = ("; the search for unvisited mass ran on every coordinate (log p is the whole "
+              "model's)" if gathered.search is not None else "")
+    coordinates = attrs["stein_coordinates"].removeprefix("selected ")
+    return (f"selection: the check covers only the selected parameters "
+            f"{', '.join(attrs['selected_variables'])} ({coordinates} coordinates), given "
+            f"the others ({', '.join(attrs['left_out_variables'])}) as drawn: their score is "
+            "the joint score's components at each draw, so errors in the others show only "
+            f"through it{search}")
+
+
 @fill_doc
 @renamed_arguments(missing_mass=("mode_search", MODE_SEARCH_TAKES))
 def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=0.05,
@@ -317,7 +331,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     attrs = diagnosis_attrs(
         alpha=alpha, n_tests=n_tests, level=level, evidence=evidence, d=d, gathered=gathered,
         kernel=kernel, pre=pre, n_bootstrap=n_bootstrap, prepared=prepared, ensemble=pending.ensemble,
-        notes={"estimator_note": estimator_note})
+        notes={"estimator_note": estimator_note,
+               "selection_note": _selection_note(prepared.attrs, gathered)})
     return diagnosis_dataset(
         verdicts=verdicts, evidence=evidence, pooled=rules.pooled_verdict(evidence, level),
         per_chain=pieces.chain_values(gathered, n_draw, pending.ensemble), chain=chain,

@@ -89,7 +89,10 @@ PARAMETERS = {
     var_names : str or list of str, optional
         The trace's variables to read, in this order (default: all of ``group``). As in
         ArviZ, a name starting with ``~`` excludes that variable (``["~tau"]``: every
-        variable but ``tau``); names and exclusions cannot be mixed.
+        variable but ``tau``); names and exclusions cannot be mixed. With a PyMC
+        ``model``, the free variables selected are checked with their components of
+        the whole model's score, evaluated at every draw (deterministics are passed
+        over; see the Background page, "A selection of the parameters").
     filter_vars : {None, "like", "regex"}, default None
         As in ArviZ: None, ``var_names`` are exact names; ``"like"``, substrings of the
         names; ``"regex"``, regular expressions (``re.search``). Patterns keep the

@@ -114,6 +114,10 @@ class PendingInput:
         () -> SteinInput: evaluates or loads the scores (``with_scores``).
     read_sampler_warnings : callable
         () -> the sampler's divergences for these draws (``SamplerWarnings``) or None.
+    selection : object or None
+        With a score that covers more coordinates than ``var_names`` selects (a PyMC
+        model's): the selected columns of the whole vector and the whole draws
+        (``steindiag.inputs._selection.Selection``); None: the draws are the whole vector.
     """
 
     draws: np.ndarray
@@ -127,6 +131,7 @@ class PendingInput:
     has_chains: bool = True
     ensemble: bool = False
     read_sampler_warnings: object = None
+    selection: object = None
 
     @property
     def n_draws(self):

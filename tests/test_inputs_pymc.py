@@ -143,7 +143,8 @@ _MODEL_CASES = [
     ("stein_variational", {"n_steps": 0}),
     ("stein_variational", {"kernel": "gauss"}),
     ("ksd", {"space": "constrained"}),
-    ("ksd", {"var_names": ["theta"]}),
+    ("ksd", {"var_names": ["nope"]}),
+    ("ksd", {"var_names": ["~theta"], "filter_vars": "glob"}),
 ]
 
 

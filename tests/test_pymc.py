@@ -421,8 +421,10 @@ def test_missing_free_variable_and_shape_mismatch(small_model):
     with pytest.raises(ValueError, match=r"has shape \(2,\) per draw, but the model's 'mu' "
                                          r"has shape \(3,\)"):
         prepare_trace(wrong.rename({"group": "other"}), small_model, score=_minus_x)
-    with pytest.raises(ValueError, match="var_names cannot be combined with model"):
-        prepare_trace(trace, small_model, var_names=["mu"])
+    # A selection with a model checks the selected coordinates (tests/test_selection_model.py);
+    # a name that is no variable of the trace nor of the model is refused.
+    with pytest.raises(ValueError, match=r"var_names \['nu'\] are not variables"):
+        prepare_trace(trace, small_model, var_names=["nu"])
 
 
 def test_coordinates_checked_and_reordered(small_model):

@@ -138,6 +138,11 @@ class ScoreSource:
     constrain : callable or None
         A numpyro target's map of flat unconstrained points to its sites' constrained
         values, (n, d) -> {site: (n, ...)}.
+    selection : Selection or None
+        The selected coordinates of the whole vector the score and log p take
+        (``steindiag.inputs._selection``): functions at new points are refused (the
+        selected score depends on the left-out parameters) and the missing-mass search
+        runs on the whole draws.
     """
 
     score: object = None
@@ -146,11 +151,23 @@ class ScoreSource:
     model: object = None
     compile_mode: object = None
     constrain: object = None
+    selection: object = None
 
     def score_function(self):
         """grad log p as (n, d) -> (n, d), or None (scores given only as arrays)."""
+        if self.selection is not None:
+            raise self.selection.refuse("A method that moves the draws (SVGD, regularised "
+                                        "Stein thinning)")
+        return self._whole_score_function()
+
+    def _whole_score_function(self):
         return score_function(self.score, self.model, batched=self.batched,
                               mode=self.compile_mode)
+
+    def search_input(self, prepared):
+        """The draws and scores the missing-mass search runs on: the whole vector's when
+        the prepared draws are a selection of it (log p is the whole model's)."""
+        return prepared if self.selection is None else self.selection.full
 
     def has_log_density(self):
         """Whether log p can be evaluated at new points (a callable, or a PyMC model)."""
@@ -158,6 +175,8 @@ class ScoreSource:
 
     def log_density_values(self, draws, chain=None, draw=None):
         """log p (chain, draw) at the draws (an array given, a callable, or the model)."""
+        if self.selection is not None:
+            raise self.selection.refuse("log p at the draws (regularised Stein thinning)")
         return log_density_values(self.log_density, self.model, draws, batched=self.batched,
                                   chain=chain, draw=draw, mode=self.compile_mode)
 
@@ -178,7 +197,7 @@ class ScoreSource:
             log_p = model_functions(self.model, mode=self.compile_mode)[0]
         else:
             log_p = _batched_log_density(log_density, self.batched)
-        return log_p, self.score_function()
+        return log_p, self._whole_score_function()
 
     def prior_starts(self, parameters, n, rng):
         """n prior draws of a PyMC model as starts of the search, or None (no model, a

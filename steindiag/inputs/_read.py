@@ -65,7 +65,8 @@ def _read_labelled(data, model, *, score, log_density, batched, group, var_names
                             var_names=var_names, coords=coords, sample_dims=sample_dims,
                             space=space, need_score=need_score, compile_mode=compile_mode)
     pending.source = ScoreSource(score=score, log_density=log_density, batched=batched,
-                                 model=model, compile_mode=compile_mode)
+                                 model=model, compile_mode=compile_mode,
+                                 selection=pending.selection)
     if sample_dims is None:
         sample_dims = ("chain", "draw")
     pending.origin = Origin(data=data, group=group, coords=coords, labelled=True,

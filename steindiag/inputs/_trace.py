@@ -28,6 +28,8 @@ from steindiag._types import PendingInput, SteinInput
 from steindiag._validate import as_draws_array, check_bool, check_int
 from steindiag.inputs import _pymc
 from steindiag.inputs._checks import check_compile_mode, check_space, where_not_finite
+from steindiag.inputs._selection import (check_model_names, model_selection,
+                                         score_selection_attrs, select_coordinates)
 from steindiag.inputs._space import (check_trace_space, is_untransformed, score_failure_hint,
                                      warn_constrained_variables)
 from steindiag.inputs._trace_arrays import (dataarray_as_dataset, flatten_dataset, group_score,
@@ -84,11 +86,6 @@ def _prepare_trace_iv(data, model, score, batched, group, var_names, coords, sam
         if len(var_names) == 0:
             raise ValueError("var_names must name at least one variable; got an empty list.")
         var_names = list(var_names)
-        if model is not None:
-            raise ValueError(
-                "var_names cannot be combined with model: the score of a PyMC model involves "
-                f"all its free variables; got var_names={var_names}."
-            )
     if var_names is not None and container_kind(data) == "dataarray":
         raise TypeError(
             "var_names selects variables of a trace; data is a DataArray (one variable), "
@@ -197,8 +194,10 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
         Group of ``data`` holding the draws (ignored for a Dataset).
     var_names : list of str, optional
         Without ``model``: the variables forming x, in order (default: all variables of
-        the group, or of ``score`` when it is a Dataset). Not allowed with ``model``,
-        whose score involves all free variables.
+        the group, or of ``score`` when it is a Dataset). With ``model``: the free
+        variables checked (by name or value-variable name; deterministics are passed
+        over), in the model's order: the whole score is evaluated and its selected
+        components kept (``attrs["stein_coordinates"]``; ``selection`` of the result).
     coords : dict, optional
         Selection applied to the group before anything else (``Dataset.sel``), e.g.
         ``{"chain": [0, 1], "draw": slice(500, None)}``.
@@ -282,6 +281,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             raise ValueError(
                 f"data has no group {group!r}; its groups are {group_names(data)}."
             )
+    if model is not None:
+        check_model_names(var_names, model, posterior.data_vars)
     if model is not None and coords:
         check_model_selection(model, posterior, coords, sample_dims, group_label)
     posterior = select(posterior, coords, group_label, strict=True)
@@ -293,8 +294,9 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
     if container_kind(data) == "dataset":
         stats_group = None
 
+    selection = None   # with a model: the free variables var_names selects
     if model is not None:
-        layout, draws, labels, attrs, nutpie_scores = model_draws(
+        layout, whole, whole_labels, attrs, nutpie_scores = model_draws(
             data, model, posterior, pair, chain, draw, coords=coords, group=group,
             sample_dims=sample_dims, chunk_size=chunk_size, compile_mode=compile_mode,
         )
@@ -304,7 +306,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
         def scores():
             if score is not None:
                 names = [var.value_name for var in layout]
-                return user_scores(score, draws, labels, names, chain, draw, sample_dims,
+                return user_scores(score, whole, whole_labels, names, chain, draw, sample_dims,
                                    batched=batched, chunk_size=chunk_size,
                                    reference=posterior)
             if nutpie_scores is not None:
@@ -314,10 +316,17 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                 attrs["scores_from"] = "sample_stats['gradient'] (nutpie store_gradient=True)"
                 return nutpie_scores, "nutpie"
             mode = _pymc.default_compile_mode() if compile_mode is None else compile_mode
-            flat = _pymc.model_scores(model, layout, draws.reshape(-1, draws.shape[2]),
+            flat = _pymc.model_scores(model, layout, whole.reshape(-1, whole.shape[2]),
                                       chunk_size=chunk_size, mode=mode)
             attrs["pytensor_mode"] = mode if isinstance(mode, str) else str(mode)
-            return flat.reshape(draws.shape), "pymc"
+            return flat.reshape(whole.shape), "pymc"
+
+        selection = model_selection(var_names, layout, posterior.data_vars)
+        draws, labels, scores = select_coordinates(
+            selection, whole, whole_labels, scores, attrs,
+            lambda points, values, names, source: SteinInput(
+                draws=points, scores=values, chain=chain, draw=draw, parameter=names,
+                attrs={**attrs, "score_source": source}))
     else:
         nutpie_draw, nutpie_gradient = None, None
         if score is None and (need_score or var_names is None):
@@ -327,6 +336,7 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                 # Draws only (mmd): a nutpie trace keeps its stored constrained variables.
                 nutpie_draw, nutpie_gradient = None, None
         if nutpie_draw is not None and nutpie_gradient is not None:
+            check_stored_selection(None, var_names, sample_dims)
             if space == "constrained":
                 raise ValueError(
                     "space='constrained' was given, but without score= the draws and scores "
@@ -362,6 +372,8 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
             draws, labels = flatten_dataset(posterior, var_names, pair, group_label)
             attrs = {"space": "as given" if space is None else space,
                      "variables": list(var_names)}
+            if isinstance(score, xr.Dataset):
+                attrs.update(score_selection_attrs(score, var_names, pair))
             if score is not None and (space == "unconstrained"
                                       or is_untransformed(data, posterior)):
                 warn_constrained_variables(posterior, var_names, pair, draws, attrs["space"],
@@ -382,9 +394,11 @@ def read_trace(data, model=None, *, score=None, batched=True, group="posterior",
                           "KSD needs finite draws; drop those draws with coords=.")
     if group_label.startswith("group"):
         attrs["group"] = group   # which group of the trace the draws are
-    return _pending(np.ascontiguousarray(draws, dtype=np.float64), chain, draw, list(labels),
-                    attrs, scores if (score is not None or model is not None or need_score)
-                    else None)
+    pending = _pending(np.ascontiguousarray(draws, dtype=np.float64), chain, draw,
+                       list(labels), attrs, scores if (score is not None or model is not None
+                                                       or need_score) else None)
+    pending.selection = selection
+    return pending
 
 
 def read_labelled(data, model=None, *, score=None, batched=True, group="posterior",

@@ -118,9 +118,10 @@ def check_stored_selection(coords, var_names, sample_dims):
     """Stored unconstrained draws are one vector per draw: only chain/draw can be selected."""
     if var_names is not None:
         raise ValueError(
-            f"var_names={var_names} cannot be used on a trace with stored scores "
-            "(steindiag.add_scores): the score of a model involves all its free variables, "
-            "so the stored vectors are used whole."
+            f"var_names={var_names} on a trace with stored scores (unconstrained draws and "
+            "grad log p: steindiag.add_scores, nutpie's store_gradient=True) needs model= as "
+            "well: the stored vectors are the whole model's, and the model tells which of "
+            "their columns each variable is."
         )
     other = [dim for dim in coords or {} if dim not in sample_dims]
     if other:

@@ -31,6 +31,8 @@ def run_search(prepared, source, kernel, pre, level, rng):
     log_p, score_fn = source.search_functions()
     if log_p is None:
         return None, NO_LOG_DENSITY
+    # The whole vector's draws when the prepared ones are a selection of its coordinates.
+    prepared = source.search_input(prepared)
     starts = source.prior_starts(prepared.parameter, N_PRIOR_STARTS, rng)
     try:
         result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,

@@ -252,7 +252,7 @@ def report(result):
                      f"{result.attrs['missing_mass_summary']}")
     else:
         lines.append(f"  unvisited mass: search {result.attrs['missing_mass_search']}")
-    for note in ("ensemble_note", "estimator_note", "mmd_note"):
+    for note in ("selection_note", "ensemble_note", "estimator_note", "mmd_note"):
         if note in result.attrs:
             lines.append(f"  {result.attrs[note]}")
     lines.append(f"  each test at level {level:.2g} = alpha "
