@@ -26,6 +26,7 @@ import xarray as xr
 from steindiag._types import Origin, PendingInput, SteinInput
 from steindiag._validate import check_finite
 from steindiag.inputs._functions import ScoreSource
+from steindiag.inputs._labels import ElementLabel
 from steindiag.inputs._sampler import SamplerWarnings
 
 __all__ = ["is_stan_input", "read_stan"]
@@ -143,9 +144,11 @@ def _arviz_label(stan_name):
     and BridgeStan's names) are "z[real]", "z[imag]".
     """
     name, *index = stan_name.split(".")
-    if not index:
-        return name
-    return f"{name}[{', '.join(str(int(i) - 1) if i.isdigit() else i for i in index)}]"
+    entries = [int(i) - 1 if i.isdigit() else i for i in index]
+    dims = [f"{name}_dim_{axis}" for axis in range(len(entries))]
+    positions = [entry if isinstance(entry, int) else int(entry == "imag") for entry in entries]
+    text = f"{name}[{', '.join(str(entry) for entry in entries)}]" if entries else name
+    return ElementLabel(text, name, dict(zip(dims, entries)), dict(zip(dims, positions)))
 
 
 def _cmdstanpy_column(stan_name):

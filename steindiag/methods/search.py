@@ -31,7 +31,7 @@ def run_search(prepared, source, kernel, pre, level, rng):
     log_p, score_fn = source.search_functions()
     if log_p is None:
         return None, NO_LOG_DENSITY
-    starts = source.prior_starts(prepared.parameter, N_PRIOR_STARTS, rng)
+    starts = source.prior_starts(prepared.canonical, N_PRIOR_STARTS, rng)
     try:
         result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,
                                      score=score_fn, kernel=kernel, preconditioner=pre,
