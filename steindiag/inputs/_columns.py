@@ -41,14 +41,16 @@ def trace_columns(dataset, sample_dims):
 
 @dataclass(kw_only=True)
 class Columns:
-    """The columns read: ``labels``, ``values`` (chain, draw, k), the trace's ``chain`` and
-    ``draw`` coordinate values (None for an array) and its sampler's divergences."""
+    """The columns read: ``labels`` (a labeller's, if given), ``values`` (chain, draw, k),
+    the trace's ``chain`` and ``draw`` coordinate values (None for an array), its
+    sampler's divergences and steindiag's own labels (``canonical``)."""
 
     labels: list
     values: np.ndarray
     chain: np.ndarray = None
     draw: np.ndarray = None
     read_sampler_warnings: object = None
+    canonical: list = None
 
     def sampler_warnings(self):
         return None if self.read_sampler_warnings is None else self.read_sampler_warnings()
@@ -68,7 +70,8 @@ def read_columns(data, *, group="posterior", var_names=None, coords=None, sample
                 raise TypeError(f"{name} applies to labelled traces only; data is an array.")
         # The same reading of an array's axes as the other functions (sample_dims).
         _, _, values, labels = read_array_draws(data, sample_dims)
-        return Columns(labels=display_labels(labels, labeller)[1], values=values)
+        canonical, shown = display_labels(labels, labeller)
+        return Columns(labels=shown, values=values, canonical=canonical)
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if len(sample_dims) != 2:
         raise ValueError(f"sample_dims must name two dims (chain, draw); got {sample_dims}.")
@@ -83,8 +86,9 @@ def read_columns(data, *, group="posterior", var_names=None, coords=None, sample
     chain_dim, draw_dim = sample_dims
     chain = dataset[chain_dim].values if chain_dim in dataset.coords else None
     draw = dataset[draw_dim].values if draw_dim in dataset.coords else None
-    return Columns(labels=display_labels(labels, labeller)[1],
-                   values=np.concatenate(blocks, axis=2), chain=chain, draw=draw, read_sampler_warnings=lambda: sampler_warnings(
+    canonical, shown = display_labels(labels, labeller)
+    return Columns(labels=shown, canonical=canonical, values=np.concatenate(blocks, axis=2),
+                   chain=chain, draw=draw, read_sampler_warnings=lambda: sampler_warnings(
                        data, group=group, chain=chain, draw=draw, sample_dims=sample_dims))
 
 
