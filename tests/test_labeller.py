@@ -313,6 +313,26 @@ def test_plots_compute_with_the_labeller_and_draw_labelled_results(posterior):
     plt.close("all")
 
 
+
+def test_plot_diagnosis_draws_the_labels_of_a_labelled_diagnosis():
+    rng = np.random.default_rng(0)
+    draws = xr.Dataset({"mu": (("chain", "draw"), rng.standard_normal((4, 200))),
+                        "theta": (("chain", "draw", "school"), rng.standard_normal((4, 200, 2)))},
+                       coords={"school": SCHOOLS[:2]})
+    draws["theta"][3] += 1.5                          # chain 3 is off: evidence by parameter
+    labeller = map_labeller()
+    expected = arviz_flat_labels(draws, labeller)     # ["μ", "θ[Ch]", "θ[Deerfield]"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = steindiag.diagnose(draws, score=score, rng=0, labeller=labeller)
+        fig = steindiag.plot_diagnosis(result, ax=plt.subplots(1, 3)[1])
+        fig2, axes = plt.subplots(1, 3)
+        steindiag.plot_diagnosis(draws, stats={"diagnose": {"score": score, "rng": 0}},
+                                 labeller=labeller, ax=axes)
+    assert [t.get_text() for t in fig.axes[2].get_xticklabels()] == expected
+    assert [t.get_text() for t in axes[2].get_xticklabels()] == expected
+    plt.close("all")
+
 # -- Samplers' own objects: emcee, numpyro, JAX positions, Stan's flat names ------------------
 
 
