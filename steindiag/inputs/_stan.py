@@ -141,7 +141,8 @@ def _arviz_label(stan_name):
     """Stan's flat name ("theta.1", "Omega.2.1") as ArviZ labels it ("theta[0]", "Omega[1, 0]").
 
     Parts that are not indices are kept: a complex parameter's "z.real", "z.imag" (Stan's
-    and BridgeStan's names) are "z[real]", "z[imag]".
+    and BridgeStan's names) are "z[real]", "z[imag]". The label remembers its dims as
+    ArviZ names them without ``dims=`` (``Omega_dim_0``, ...), for a ``labeller``.
     """
     name, *index = stan_name.split(".")
     entries = [int(i) - 1 if i.isdigit() else i for i in index]
