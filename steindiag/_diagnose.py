@@ -64,7 +64,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
              n_bootstrap=None, n_permutations=None, mode_search="auto", batched=True,
              kernel="imq", c=None, beta=None, preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             filter_vars=None,
+             filter_vars=None, labeller=None,
              estimator="auto", n_landmarks=None, client=None, compile_mode=None,
              progress=None):
     """Can these draws be trusted? A verdict per chain and pooled, with its evidence.
@@ -294,7 +294,7 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
     backend = resolve_backend(client)
     pending = read_input(data, model, score=score, batched=batched, group=group,
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
-                         filter_vars=filter_vars,
+                         filter_vars=filter_vars, labeller=labeller,
                          space=space, compile_mode=compile_mode, log_density=log_density)
     n_chain, n_draw, d = pending.draws.shape
     pre = pieces.draws_preconditioner(preconditioner, pending.draws, pending.parameter)

@@ -100,6 +100,18 @@ PARAMETERS = {
     coords : dict, optional
         Selection of the trace's draws and elements (``Dataset.sel``), e.g.
         ``{"draw": slice(500, None)}``.""",
+    "labeller": """\
+    labeller : ArviZ labeller, optional
+        How results label each parameter, as in ``az.summary``: ``labeller.make_label_flat
+        (var_name, sel, isel)`` of each element (``arviz_base.labels`` on ArviZ 1.x,
+        ``arviz.labels`` on 0.x: ``BaseLabeller``, ``MapLabeller(var_name_map=...,
+        coord_map=..., dim_map=...)``, ``DimCoordLabeller``, ``IdxLabeller``,
+        ``NoVarLabeller``). Default None: ``BaseLabeller``'s ``theta[Choate]``. Only the
+        labels shown change; stored scores, a model's layout and ``other`` are still
+        matched by steindiag's own labels. An array's columns are variable ``x`` with dim
+        ``x_dim_0`` (as ArviZ reads an array); labels read back from a nutpie trace's
+        flat labels or from ``add_scores`` name their dims ``<var>_dim_<k>``. A labeller
+        that gives two parameters the same label is an error.""",
     "sample_dims": """\
     sample_dims : sequence of str, optional
         For a trace, the names of the chain and draw dimensions (default ("chain",
@@ -196,7 +208,7 @@ PARAMETERS = {
 GROUPS = {
     "input_entries": ("data", "model", "compile_mode", "score", "batched"),
     "kernel_entries": ("kernel", "c", "beta", "preconditioner"),
-    "trace_entries": ("group", "selection", "sample_dims"),
+    "trace_entries": ("group", "selection", "labeller", "sample_dims"),
 }
 PARAMETERS.update({name: "\n".join(PARAMETERS[key] for key in keys)
                    for name, keys in GROUPS.items()})

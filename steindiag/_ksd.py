@@ -44,7 +44,7 @@ def _ksd_pass(data, model, inputs, *, kernel, c, beta, preconditioner, method, p
 @fill_doc
 def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
         preconditioner="standardize", group="posterior", var_names=None, coords=None,
-        filter_vars=None,
+        filter_vars=None, labeller=None,
         sample_dims=None, method="auto", progress=None, space=None, client=None,
         estimator="exact", n_landmarks=None, rng=None, compile_mode=None, log_density=None):
     """Kernel Stein discrepancy of each chain and of all chains pooled.
@@ -115,7 +115,7 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
     prepared, sums, attrs = _ksd_pass(
         data, model, dict(score=score, batched=batched, group=group, var_names=var_names,
                           filter_vars=filter_vars, coords=coords, sample_dims=sample_dims,
-                          space=space,
+                          space=space, labeller=labeller,
                           compile_mode=compile_mode, log_density=log_density),
         kernel=kernel, c=c, beta=beta, preconditioner=preconditioner, method=method,
         progress=progress, client=client, estimator=estimator, n_landmarks=n_landmarks,
@@ -126,7 +126,7 @@ def ksd(data, model=None, *, score=None, batched=True, kernel="imq", c=None, bet
 @fill_doc
 def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize", group="posterior", var_names=None, coords=None,
-             filter_vars=None,
+             filter_vars=None, labeller=None,
              sample_dims=None, method="auto", n_points=None, progress=None, space=None,
              client=None, estimator="exact", n_landmarks=None, rng=None, compile_mode=None,
              log_density=None):
@@ -177,7 +177,7 @@ def ksd_path(data, model=None, *, score=None, batched=True, kernel="imq", c=None
     prepared, sums, attrs = _ksd_pass(
         data, model, dict(score=score, batched=batched, group=group, var_names=var_names,
                           filter_vars=filter_vars, coords=coords, sample_dims=sample_dims,
-                          space=space,
+                          space=space, labeller=labeller,
                           compile_mode=compile_mode, log_density=log_density),
         kernel=kernel, c=c, beta=beta, preconditioner=preconditioner, method=method,
         progress=progress, client=client, estimator=estimator, n_landmarks=n_landmarks,

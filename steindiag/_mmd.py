@@ -12,6 +12,7 @@ p-values as its ``pvalue`` coordinate).
 
 import numpy as np
 
+from steindiag._docs import fill_doc
 from steindiag._validate import check_choice, check_int, check_rng, warn_user
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import read_input
@@ -44,7 +45,7 @@ def _read_draws(data, model, name, **options):
 
 def _match_parameters(pending, other, both_labelled):
     """other's draws with their columns in data's parameter order (traces: by name)."""
-    names, other_names = list(pending.parameter), list(other.parameter)
+    names, other_names = list(pending.canonical), list(other.canonical)
     if other.draws.shape[2] != len(names):
         raise ValueError(f"other must have the same number of parameters as data "
                          f"({len(names)}); got {other.draws.shape[2]}.")
@@ -60,10 +61,11 @@ def _match_parameters(pending, other, both_labelled):
     return other.draws[:, :, [other_names.index(p) for p in names]]
 
 
+@fill_doc
 def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", rng=None,
         test="pairs", kernel="imq", c=None, beta=None, preconditioner="standardize",
         group="posterior", var_names=None, coords=None, sample_dims=None, compile_mode=None,
-        filter_vars=None, progress=None):
+        filter_vars=None, labeller=None, progress=None):
     """Maximum mean discrepancy (MMD^2, unbiased) between chains, or between two samples.
 
     Parameters
@@ -123,6 +125,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     group, var_names, filter_vars, coords, sample_dims : optional
         Which draws of a trace to use (ArviZ conventions: ``~`` excludes, ``filter_vars``
         "like" or "regex", as in :func:`steindiag.ksd`), for ``data`` and ``other``.
+    {labeller}
     progress : bool or None, default None
         Progress bars on stderr (tqdm if installed): one for the kernel sums, one for the
         permutations. None: only when interactive and the stage is expected to take more
@@ -231,7 +234,7 @@ def mmd(data, other=None, *, model=None, n_permutations=0, block_length="auto", 
     kernel = make_kernel(kernel, c, beta)
     check_preconditioner(preconditioner)
     options = dict(group=group, var_names=var_names, coords=coords, sample_dims=sample_dims,
-                   filter_vars=filter_vars, compile_mode=compile_mode)
+                   filter_vars=filter_vars, compile_mode=compile_mode, labeller=labeller)
     pending = _read_draws(data, model, "data", **options)
     n_chain, n_draw, d = pending.draws.shape
     samples = [pending.draws]

@@ -38,10 +38,14 @@ class SteinInput:
     chain, draw : ndarray
         Coordinate values of the ``chain`` and ``draw`` dimensions.
     parameter : list of str
-        One label per column of ``draws`` (e.g. ``"sigma_log__"``, ``"beta[0]"``).
+        One label per column of ``draws`` (e.g. ``"sigma_log__"``, ``"beta[0]"``), as
+        results show it (a ``labeller``'s labels, if one was given).
     attrs : dict
         Provenance recorded on the results (space, source, transforms, ...).
         Values must be str, int, float or lists/arrays of those (netCDF-friendly).
+    canonical : list of str
+        steindiag's own label of each column (``theta[Choate]``), what stored scores, a
+        model's layout and a second sample are matched by (default: ``parameter``).
     """
 
     draws: np.ndarray
@@ -50,6 +54,11 @@ class SteinInput:
     draw: np.ndarray
     parameter: list
     attrs: dict = field(default_factory=dict)
+    canonical: list = None
+
+    def __post_init__(self):
+        if self.canonical is None:
+            self.canonical = list(self.parameter)
 
 
 @dataclass(kw_only=True)
@@ -96,7 +105,9 @@ class PendingInput:
     chain, draw : ndarray
         Coordinate values of the sample dims.
     parameter : list of str
-        One label per column of ``draws``.
+        One label per column of ``draws``, as results show it.
+    canonical : list of str
+        steindiag's own labels, for matching (as ``SteinInput.canonical``).
     attrs : dict
         Provenance, as ``SteinInput.attrs`` (without ``score_source`` yet).
     source : score source
@@ -132,6 +143,11 @@ class PendingInput:
     ensemble: bool = False
     read_sampler_warnings: object = None
     selection: object = None
+    canonical: list = None
+
+    def __post_init__(self):
+        if self.canonical is None:
+            self.canonical = list(self.parameter)
 
     @property
     def n_draws(self):

@@ -26,6 +26,7 @@ __all__ = [
     "check_choice",
     "check_probability",
     "check_callable",
+    "check_labeller",
     "check_rng",
     "renamed_arguments",
 ]
@@ -203,6 +204,17 @@ def check_callable(value, name, wanted, *, allow_none=True):
         raise TypeError(f"{name} must be {'None or ' if allow_none else ''}{wanted}; got "
                         f"{type(value).__name__}.")
     return value
+
+
+def check_labeller(labeller):
+    """An ArviZ labeller (an object with ``make_label_flat(var_name, sel, isel)``) or None."""
+    if labeller is not None and not callable(getattr(labeller, "make_label_flat", None)):
+        raise TypeError(
+            "labeller must be None or an ArviZ labeller: an object with "
+            "make_label_flat(var_name, sel, isel), such as arviz_base.labels.BaseLabeller(), "
+            "MapLabeller(...), DimCoordLabeller(), IdxLabeller() or NoVarLabeller() (arviz.labels "
+            f"on ArviZ 0.x); got {type(labeller).__name__}.")
+    return labeller
 
 
 def real_array(value, name, *, allow_bool=False):

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._containers import is_labelled
+from steindiag._docs import fill_doc
 from steindiag._validate import check_choice, check_int, warn_user
 from steindiag.inputs import as_trace, derived_score, read_input
 from steindiag.inputs._columns import read_rows
@@ -57,9 +58,10 @@ def _control_variates_iv(method, functions, n_folds, diagnosis, max_kernel_draws
     return functions, verdict
 
 
+@fill_doc
 def control_variates(data, model=None, *, score=None, functions=None, method="auto",
                      var_names=None, coords=None, group="posterior", sample_dims=None,
-                     filter_vars=None, batched=True, space=None, n_folds=4, diagnosis=None,
+                     filter_vars=None, labeller=None, batched=True, space=None, n_folds=4, diagnosis=None,
                      max_coefficients=1000, max_kernel_draws=3000, compile_mode=None,
                      log_density=None):
     """Posterior means and sds with Stein control variates, next to ArviZ's plain ones.
@@ -105,6 +107,7 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         both sample dims, deterministics included, as ``az.summary``), and a selection
         of draws (``coords={"draw": slice(500, None)}``), ArviZ conventions (``~``
         excludes; ``filter_vars`` "like" or "regex"; as in :func:`steindiag.ksd`).
+    {labeller}
     group : str, default "posterior"
     sample_dims, batched, space, compile_mode, log_density : optional
         As in :func:`steindiag.ksd` (``data`` and ``model`` may be a numpyro ``MCMC``,
@@ -232,14 +235,14 @@ def control_variates(data, model=None, *, score=None, functions=None, method="au
         var_names=None if rows_by_name else var_names,
         filter_vars=None if rows_by_name else filter_vars, coords=coords,
         sample_dims=sample_dims, space=space, compile_mode=compile_mode,
-        log_density=log_density,
+        log_density=log_density, labeller=labeller,
     )
     prepared = pending.with_scores()
     if prepared.draws.shape[1] < 4:
         raise ValueError("control_variates needs at least 4 draws per chain; got "
                          f"{prepared.draws.shape[1]}.")
     labels, values, owners = read_rows(pending.origin, prepared, functions, var_names,
-                                     filter_vars)
+                                       filter_vars, labeller)
     result = estimate(values, owners, labels, prepared, method=method, n_folds=n_folds,
                       max_coefficients=max_coefficients, max_kernel_draws=max_kernel_draws,
                       trusted=verdict != "does not fit")

@@ -41,7 +41,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
              pooled=True, damped=False, batched=True, kernel="imq", c=None, beta=None,
              preconditioner="standardize",
              group="posterior", var_names=None, coords=None, sample_dims=None, space=None,
-             filter_vars=None,
+             filter_vars=None, labeller=None,
              client=None, estimator="exact", n_landmarks=None, compile_mode=None,
              log_density=None, progress=None):
     """Goodness-of-fit test of the draws against p, with the kernel Stein discrepancy.
@@ -231,7 +231,7 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     backend = resolve_backend(client)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        filter_vars=filter_vars,
+        filter_vars=filter_vars, labeller=labeller,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )

@@ -183,4 +183,4 @@ def _add_numpyro_scores(trace, model, group, compile_mode, strategy, chunk_size,
         "steindiag_version": __version__,
     }
     return with_stored_scores(pending.origin.data, group, prepared, prepared.scores,
-                              list(prepared.parameter), attrs)
+                              list(prepared.canonical), attrs)

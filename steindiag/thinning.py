@@ -10,6 +10,7 @@ the input's own type).
 import numpy as np
 
 from steindiag._containers import array_sample_dims
+from steindiag._docs import fill_doc
 from steindiag._validate import check_bool, check_int, check_real, check_rng, renamed_arguments
 from steindiag.engine.progress import check_progress
 from steindiag.inputs import check_log_density, read_input
@@ -59,11 +60,12 @@ def _regularized_sources_iv(source, n_chain, n_draw):
     check_log_density(source.log_density, n_chain, n_draw)
 
 
+@fill_doc
 @renamed_arguments(n_points=("n_selected", "the number of draws to select"),
                    missing_mass=("mode_search", MODE_SEARCH_TAKES))
 def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel="imq", c=None,
                beta=None, preconditioner="standardize", group="posterior", var_names=None,
-               filter_vars=None,
+               filter_vars=None, labeller=None,
                coords=None, sample_dims=None, space=None, regularized=False, log_density=None,
                strength=None, return_info=False, mode_search="auto", rng=None,
                compile_mode=None, progress=None):
@@ -92,6 +94,7 @@ def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel
         preconditioner is fixed once from all pooled draws. An array's result is
         (1, n_selected, d) if it has a chain axis, else (n_selected, d), or (n_selected,)
         for a 1-D array.
+    {labeller}
     regularized : bool, default False
         Use the regularised rule of Benard, Staber & Da Veiga (2023).
     log_density : callable or array_like, optional
@@ -221,7 +224,7 @@ def stein_thin(data, model=None, *, n_selected, score=None, batched=True, kernel
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        filter_vars=filter_vars,
+        filter_vars=filter_vars, labeller=labeller,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )

@@ -13,6 +13,7 @@ as a :class:`SteinVariational`).
 """
 
 from steindiag._types import CorrectionWarning
+from steindiag._docs import fill_doc
 from steindiag._validate import (check_choice, check_int, check_real, check_rng,
                                  renamed_arguments, warn_user)
 from steindiag.engine import svgd as _svgd_kernels
@@ -71,6 +72,7 @@ def _score_source_iv(data, model, score, log_density):
         )
 
 
+@fill_doc
 @renamed_arguments(
     kernel=("svgd_kernel", "'rbf' or 'imq': the base kernel of the update"),
     standardize=("svgd_preconditioner", "'hessian', 'standardize' (the former "
@@ -79,7 +81,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
                       step_rule="adam", step_decay=None, svgd_kernel="imq",
                       svgd_preconditioner="hessian", bandwidth="median", tol=0.01, patience=50,
                       ksd_every=10, batched=True, group="posterior", var_names=None,
-                      filter_vars=None, coords=None, sample_dims=None, method="auto",
+                      filter_vars=None, labeller=None, coords=None, sample_dims=None, method="auto",
                       progress=None, keep="best", compile_mode=None, log_density=None,
                       rng=None):
     """Move draws towards the target with Stein variational gradient descent (SVGD).
@@ -172,6 +174,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     group, var_names, filter_vars, coords, sample_dims
         As in :func:`steindiag.ksd` (ArviZ's selection: ``~`` excludes, ``filter_vars``
         "like" or "regex").
+    {labeller}
     method : {"auto", "fused", "gemm"}, default "auto"
         Path of the kernel sum: the same numbers to rounding.
     progress : bool or None, default None
@@ -307,7 +310,7 @@ def stein_variational(data, model=None, *, score=None, n_steps=500, step_size=0.
     _score_source_iv(data, model, score, log_density)
     pending = read_input(data, model, score=score, batched=batched, group=group,
                          var_names=var_names, coords=coords, sample_dims=sample_dims,
-                         filter_vars=filter_vars,
+                         filter_vars=filter_vars, labeller=labeller,
                          compile_mode=compile_mode, log_density=log_density,
                          takes_space=False)
     score_fn = pending.source.score_function()

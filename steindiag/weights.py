@@ -50,7 +50,7 @@ def _weights_iv(method, per_chain, tol, max_iter, memory_limit, progress, log_de
 @renamed_arguments(missing_mass=("mode_search", MODE_SEARCH_TAKES))
 def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c=None,
                   beta=None, preconditioner="standardize", group="posterior", var_names=None,
-                  filter_vars=None,
+                  filter_vars=None, labeller=None,
                   coords=None, sample_dims=None, method="auto", per_chain=False, tol=1e-6,
                   max_iter=None, memory_limit=None, progress=None, space=None,
                   log_density=None, mode_search="auto", rng=None, compile_mode=None):
@@ -277,7 +277,7 @@ def stein_weights(data, model=None, *, score=None, batched=True, kernel="imq", c
     check_preconditioner(preconditioner)
     pending = read_input(
         data, model, score=score, batched=batched, group=group, var_names=var_names,
-        filter_vars=filter_vars,
+        filter_vars=filter_vars, labeller=labeller,
         coords=coords, sample_dims=sample_dims, space=space, compile_mode=compile_mode,
         log_density=log_density,
     )
@@ -311,8 +311,9 @@ def _summary_iv(probabilities):
     return probabilities
 
 
+@fill_doc
 def weighted_summary(data, weights, *, group="posterior", var_names=None, coords=None,
-                     filter_vars=None,
+                     filter_vars=None, labeller=None,
                      sample_dims=None, quantiles=None, ci_prob=None, ci_kind=None):
     """Weighted mean, sd, credible interval and MCSE of every variable, like ``arviz.summary``.
 
@@ -335,6 +336,7 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
         regular expressions.
     coords : dict, optional
         Passed to ``Dataset.sel`` before summarising.
+    {labeller}
     sample_dims : sequence of str, optional
         For a trace, its (chain, draw) dims (default ("chain", "draw")); for an array,
         the meaning of its leading axes, as in :func:`stein_weights`.
@@ -406,7 +408,8 @@ def weighted_summary(data, weights, *, group="posterior", var_names=None, coords
     probabilities = None if quantiles is None else _summary_iv(quantiles)
     ci_prob, ci_kind, interval_names = interval_defaults(ci_prob, ci_kind)
     columns = read_columns(data, group=group, var_names=var_names, coords=coords,
-                           filter_vars=filter_vars, sample_dims=sample_dims)
+                           filter_vars=filter_vars, sample_dims=sample_dims,
+                           labeller=labeller)
     n_chain, n_draw, n_col = columns.values.shape
     w = read_weights(weights, (n_chain, n_draw), columns.chain, columns.draw).reshape(-1)
     summary = weighted_statistics(columns.values.reshape(-1, n_col), w, ci_prob=ci_prob,

@@ -17,6 +17,7 @@ from steindiag._validate import (
     warn_if_low_precision,
     warn_user,
 )
+from steindiag.inputs._labels import array_labels
 
 __all__ = ["array_layout", "raw_array", "read_array_draws", "check_array_score", "array_scores"]
 
@@ -82,8 +83,7 @@ def read_array_draws(data, sample_dims):
     layout = array_sample_dims(sample_dims)
     raw = raw_array(data, "data")
     draws = as_draws_array(array_layout(raw, layout, "data"), "data")
-    labels = [f"x[{k}]" for k in range(draws.shape[2])]
-    return raw, layout, draws, labels
+    return raw, layout, draws, array_labels(draws.shape[2])
 
 
 def check_array_score(score, raw):

@@ -9,9 +9,9 @@ import numpy as np
 import xarray as xr
 
 from steindiag._containers import aligned, group_dataset, is_labelled, select_vars
-from steindiag._validate import real_array
+from steindiag._validate import check_labeller, real_array
 from steindiag.inputs._arrays import read_array_draws
-from steindiag.inputs._labels import variable_labels
+from steindiag.inputs._labels import display_labels, variable_labels
 from steindiag.inputs._numpyro import as_numpyro_trace
 from steindiag.inputs._sampler import sampler_warnings
 from steindiag.inputs._selection import selected_names
@@ -41,24 +41,28 @@ def trace_columns(dataset, sample_dims):
 
 @dataclass(kw_only=True)
 class Columns:
-    """The columns read: ``labels``, ``values`` (chain, draw, k), the trace's ``chain`` and
-    ``draw`` coordinate values (None for an array) and its sampler's divergences."""
+    """The columns read: ``labels`` (a labeller's, if given), ``values`` (chain, draw, k),
+    the trace's ``chain`` and ``draw`` coordinate values (None for an array), its
+    sampler's divergences and steindiag's own labels (``canonical``)."""
 
     labels: list
     values: np.ndarray
     chain: np.ndarray = None
     draw: np.ndarray = None
     read_sampler_warnings: object = None
+    canonical: list = None
 
     def sampler_warnings(self):
         return None if self.read_sampler_warnings is None else self.read_sampler_warnings()
 
 
 def read_columns(data, *, group="posterior", var_names=None, coords=None, sample_dims=None,
-                 filter_vars=None):
+                 filter_vars=None, labeller=None):
     """The :class:`Columns` of a trace's ``group`` (a run numpyro ``MCMC``: its trace) or of
     an array (column by column, ``x[k]``, its axes read as ``sample_dims`` says);
-    ``var_names`` and ``filter_vars`` as ArviZ reads them."""
+    ``var_names`` and ``filter_vars`` as ArviZ reads them, labels as ``labeller`` makes
+    them (:func:`steindiag.inputs._labels.display_labels`)."""
+    check_labeller(labeller)
     data = as_numpyro_trace(as_trace(data)[0])   # a numpyro MCMC: its constrained draws
     if not is_labelled(data):
         for name, value in (("var_names", var_names), ("coords", coords)):
@@ -66,7 +70,8 @@ def read_columns(data, *, group="posterior", var_names=None, coords=None, sample
                 raise TypeError(f"{name} applies to labelled traces only; data is an array.")
         # The same reading of an array's axes as the other functions (sample_dims).
         _, _, values, labels = read_array_draws(data, sample_dims)
-        return Columns(labels=labels, values=values)
+        canonical, shown = display_labels(labels, labeller)
+        return Columns(labels=shown, values=values, canonical=canonical)
     sample_dims = ("chain", "draw") if sample_dims is None else tuple(sample_dims)
     if len(sample_dims) != 2:
         raise ValueError(f"sample_dims must name two dims (chain, draw); got {sample_dims}.")
@@ -81,8 +86,9 @@ def read_columns(data, *, group="posterior", var_names=None, coords=None, sample
     chain_dim, draw_dim = sample_dims
     chain = dataset[chain_dim].values if chain_dim in dataset.coords else None
     draw = dataset[draw_dim].values if draw_dim in dataset.coords else None
-    return Columns(labels=labels, values=np.concatenate(blocks, axis=2), chain=chain,
-                   draw=draw, read_sampler_warnings=lambda: sampler_warnings(
+    canonical, shown = display_labels(labels, labeller)
+    return Columns(labels=shown, canonical=canonical, values=np.concatenate(blocks, axis=2),
+                   chain=chain, draw=draw, read_sampler_warnings=lambda: sampler_warnings(
                        data, group=group, chain=chain, draw=draw, sample_dims=sample_dims))
 
 
@@ -192,9 +198,10 @@ def _function_values(name, function, argument, chain, draw):
     return values
 
 
-def read_rows(origin, prepared, functions, var_names, filter_vars=None):
+def read_rows(origin, prepared, functions, var_names, filter_vars=None, labeller=None):
     """The quantities a summary of the draws reads: (labels, values (chain, draw, n_rows),
-    owners: each row's trace variable or None).
+    owners: each row's trace variable or None); a trace's rows labelled by ``labeller``
+    (the draws' columns are already).
 
     A trace's variables in their own (constrained) space, aligned draw by draw on the
     (chain, draw) of the draws read (``var_names`` selects them), else the draws' columns;
@@ -206,6 +213,7 @@ def read_rows(origin, prepared, functions, var_names, filter_vars=None):
         full, selected = _trace_dataset(origin.data, origin.group, var_names, filter_vars,
                                         origin.coords, prepared.chain, prepared.draw)
         labels, columns, owners = trace_columns(selected, ("chain", "draw"))
+        labels = display_labels(labels, labeller)[1]
         argument = full
     else:
         if var_names is not None:

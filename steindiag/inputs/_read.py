@@ -20,13 +20,14 @@ import numpy as np
 
 from steindiag._containers import array_sample_dims, is_labelled
 from steindiag._types import Origin, PendingInput, SteinInput
-from steindiag._validate import check_bool, check_finite
+from steindiag._validate import check_bool, check_finite, check_labeller
 from steindiag.inputs._arrays import array_scores, check_array_score, read_array_draws
 from steindiag.inputs._checks import (check_compile_mode, check_score_scale, check_space,
                                      warn_zero_score_columns)
 from steindiag.inputs._emcee import is_emcee_sampler, is_ensemble, read_emcee
 from steindiag.inputs._functions import ScoreSource
 from steindiag.inputs._jax import is_jax_input, read_jax
+from steindiag.inputs._labels import display_labels
 from steindiag.inputs._numpyro import is_numpyro_mcmc, read_numpyro
 from steindiag.inputs._sampler import sampler_warnings
 from steindiag.inputs._selection import resolve_var_names
@@ -174,6 +175,22 @@ def _has_chains(origin):
     return np.ndim(origin.data) != 2
 
 
+def _relabelled(pending, labeller):
+    """``pending`` showing ``labeller``'s labels, its canonical ones kept for matching;
+    its ``complete`` gives a ``SteinInput`` labelled the same way."""
+    canonical, shown = display_labels(pending.parameter, labeller)
+    pending.parameter, pending.canonical = shown, canonical
+    complete = pending.complete
+
+    def relabelled():
+        prepared = complete()
+        prepared.parameter, prepared.canonical = list(shown), list(canonical)
+        return prepared
+
+    pending.complete = relabelled
+    return pending
+
+
 def _checked_scores(complete):
     def with_scores():
         prepared = complete()
@@ -185,7 +202,8 @@ def _checked_scores(complete):
 
 def read_input(data, model=None, *, score=None, batched=True, group="posterior",
                var_names=None, coords=None, sample_dims=None, space=None, need_score=True,
-               compile_mode=None, log_density=None, takes_space=True, filter_vars=None):
+               compile_mode=None, log_density=None, takes_space=True, filter_vars=None,
+               labeller=None):
     """Validate every input argument and read the draws; no score is evaluated.
 
     Parameters are those of :func:`steindiag.ksd` (``compile_mode``: the PyTensor mode
@@ -197,7 +215,8 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
     ``takes_space=False``: the caller has no ``space=`` argument, so no message advises
     one. ``var_names`` and ``filter_vars`` follow ArviZ (``~`` excludes; "like",
     "regex"), resolved here once to the names they select
-    (:mod:`steindiag.inputs._selection`).
+    (:mod:`steindiag.inputs._selection`). ``labeller`` (ArviZ's) makes the labels the
+    results show; the canonical ones stay in ``canonical`` (:mod:`steindiag.inputs._labels`).
 
     Returns
     -------
@@ -208,6 +227,7 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         which evaluates the scores and returns the ``SteinInput``.
     """
     batched = check_bool(batched, "batched")
+    check_labeller(labeller)
     data, model = as_trace(data, model)
     var_names = resolve_var_names(data, group, var_names, filter_vars)
     reader = next(read for accepts, read in _READERS if accepts(data, model, score, log_density))
@@ -220,6 +240,7 @@ def read_input(data, model=None, *, score=None, batched=True, group="posterior",
         if takes_space:
             raise
         raise ValueError(err.without_space) from None
+    pending = _relabelled(pending, labeller)
     origin = pending.origin
     pending.has_chains = _has_chains(origin)
     pending.ensemble = is_ensemble(origin.data, origin.sample_dims, pending.attrs)

@@ -26,6 +26,7 @@ import xarray as xr
 from steindiag._types import Origin, PendingInput, SteinInput
 from steindiag._validate import check_finite
 from steindiag.inputs._functions import ScoreSource
+from steindiag.inputs._labels import ElementLabel
 from steindiag.inputs._sampler import SamplerWarnings
 
 __all__ = ["is_stan_input", "read_stan"]
@@ -140,12 +141,15 @@ def _arviz_label(stan_name):
     """Stan's flat name ("theta.1", "Omega.2.1") as ArviZ labels it ("theta[0]", "Omega[1, 0]").
 
     Parts that are not indices are kept: a complex parameter's "z.real", "z.imag" (Stan's
-    and BridgeStan's names) are "z[real]", "z[imag]".
+    and BridgeStan's names) are "z[real]", "z[imag]". The label remembers its dims as
+    ArviZ names them without ``dims=`` (``Omega_dim_0``, ...), for a ``labeller``.
     """
     name, *index = stan_name.split(".")
-    if not index:
-        return name
-    return f"{name}[{', '.join(str(int(i) - 1) if i.isdigit() else i for i in index)}]"
+    entries = [int(i) - 1 if i.isdigit() else i for i in index]
+    dims = [f"{name}_dim_{axis}" for axis in range(len(entries))]
+    positions = [entry if isinstance(entry, int) else int(entry == "imag") for entry in entries]
+    text = f"{name}[{', '.join(str(entry) for entry in entries)}]" if entries else name
+    return ElementLabel(text, name, dict(zip(dims, entries)), dict(zip(dims, positions)))
 
 
 def _cmdstanpy_column(stan_name):

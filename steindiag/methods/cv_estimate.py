@@ -302,7 +302,7 @@ def estimate(values, owners, labels, prepared, *, method, n_folds, max_coefficie
     n_folds_used = int(np.unique(folds).size)
     n_train = int(np.min([np.sum(folds != k) for k in np.unique(folds)]))
     groups = _transform_terms(owners, flat_values, plain_mean, draws, scores,
-                              prepared.parameter, prepared.attrs, max_coefficients, labels)
+                              prepared.canonical, prepared.attrs, max_coefficients, labels)
     options = {"max_coefficients": max_coefficients, "max_kernel_draws": max_kernel_draws,
                "transform_groups": groups}
     attrs = {"method_requested": method}

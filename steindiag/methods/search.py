@@ -33,7 +33,7 @@ def run_search(prepared, source, kernel, pre, level, rng):
         return None, NO_LOG_DENSITY
     # The whole vector's draws when the prepared ones are a selection of its coordinates.
     prepared = source.search_input(prepared)
-    starts = source.prior_starts(prepared.parameter, N_PRIOR_STARTS, rng)
+    starts = source.prior_starts(prepared.canonical, N_PRIOR_STARTS, rng)
     try:
         result = search_missing_mass(prepared.draws, prepared.scores, log_density=log_p,
                                      score=score_fn, kernel=kernel, preconditioner=pre,

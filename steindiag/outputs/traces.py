@@ -40,7 +40,7 @@ def with_stored_scores(trace, group, prepared, scores, unconstrained_labels, att
         },
         coords={"chain": prepared.chain, "draw": prepared.draw,
                 PARAMETER_DIM: unconstrained_labels,
-                STORED_LABEL: (PARAMETER_DIM, np.asarray(prepared.parameter, dtype=str))},
+                STORED_LABEL: (PARAMETER_DIM, np.asarray(prepared.canonical, dtype=str))},
     )
     stats_name = STATS_GROUPS[group]
     stats = get_group(trace, stats_name)

@@ -227,6 +227,24 @@ def _result_or_compute(data, stats, key, is_result, compute):
     return compute(data, **(given or {}))
 
 
+def _labelled_result(data, stats, key, is_result, compute, labeller):
+    """(result, labeller still to apply to its parameter labels), by
+    :func:`_result_or_compute`. A result computed here from draws is computed with
+    ``labeller`` (the input layer labels each parameter from its variable and
+    coordinates, as the function called alone would): its labels are drawn as they
+    are. A precomputed result's flat labels are relabelled by ``labeller``
+    (:func:`_parameter_label`). An object with ``sel_to_str`` only labels the chains."""
+    computed = []
+    flat = labeller if hasattr(labeller, "make_label_flat") else None
+
+    def compute_labelled(draws, **kwargs):
+        computed.append(True)
+        return compute(draws, **{"labeller": flat, **kwargs})
+
+    result = _result_or_compute(data, stats, key, is_result, compute_labelled)
+    return result, None if computed else labeller
+
+
 def _chain_labels(chains, labeller):
     """``chain 0``, ``chain 1``, ... or, with an ArviZ labeller, its ``sel_to_str``."""
     if labeller is None:

@@ -57,7 +57,7 @@ def _check_diagnosis(result):
                          f"parameter); got {result['attribution'].dims}.")
 
 
-def _layout(result, labeller):
+def _layout(result, labeller, relabel):
     n_chain = result.sizes["chain"]
     chains = result["chain"].values
     verdicts = [str(v) for v in result["verdict"].values]
@@ -99,7 +99,7 @@ def _layout(result, labeller):
                      level=level, title=title)
     attribution = _attribution(result)
     if attribution is not None:
-        layout.parameters = [_parameter_label(p, labeller)
+        layout.parameters = [_parameter_label(p, relabel)
                              for p in attribution["parameter"].values]
         layout.attribution = np.asarray(attribution.values, dtype=np.float64)
     return layout

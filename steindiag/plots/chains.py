@@ -13,9 +13,9 @@ from steindiag.plots._common import (
     _check_visuals,
     _figure_kwargs,
     _ignore_aes,
+    _labelled_result,
     _new_figure,
     _no_pc_kwargs,
-    _result_or_compute,
     _readable_log_ticks,
     _select,
     _use_arviz_plots,
@@ -62,7 +62,8 @@ def plot_ksd_chains(result, *, coords=None, visuals=None, plot_collection=None, 
     backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
         arviz-plots backend (needs arviz-plots).
     labeller : arviz labeller, optional
-        Writes the chains' row labels (``sel_to_str``; e.g. ``DimCoordLabeller()``).
+        Writes the chains' row labels (``sel_to_str``; e.g. ``DimCoordLabeller()``);
+        draws are computed with it (``ksd(..., labeller=labeller)``).
     aes_by_visuals : dict, optional
         Visual -> list of the PlotCollection's aesthetics it uses (keys as ``visuals``).
         Default: the chains' ``"ksd"``, ``"ksd_iid"``, ``"segment"`` and ``"ratio"`` use
@@ -120,7 +121,7 @@ def plot_ksd_chains(result, *, coords=None, visuals=None, plot_collection=None, 
     if isinstance(result, (np.ndarray, list, tuple)) and "ksd" not in stats:
         raise TypeError("result must be the xarray.Dataset returned by steindiag.ksd, or "
                         f"draws with stats={{'ksd': {{...}}}}; got {type(result).__name__}.")
-    result = _result_or_compute(result, stats, "ksd", _is_ksd_result, ksd)
+    result = _labelled_result(result, stats, "ksd", _is_ksd_result, ksd, labeller)[0]
     _check_dataset(result, "result", "ksd", [("chain",), ("chain", "n")])
     result = _select(result, coords, "result")
     result, n_final = _chains_table(result)

@@ -14,12 +14,12 @@ from steindiag.plots._common import (
     _check_target,
     _check_visuals,
     _ignore_aes,
+    _labelled_result,
     _new_collection,
     _new_figure,
     _no_pc_kwargs,
     _parameter_label,
     _plain_kwargs,
-    _result_or_compute,
     _set_yticks,
     _use_arviz_plots,
     _visual_kwargs,
@@ -47,7 +47,7 @@ def _is_cv_result(value):
     return isinstance(value, xr.Dataset) and "mean_cv" in value.data_vars
 
 
-def _layout(result, ci_prob, labeller):
+def _layout(result, ci_prob, relabel):
     missing = [name for name in _NEEDED if name not in result.data_vars]
     if missing or "label" not in result.dims:
         raise ValueError("plot_control_variates needs the Dataset of "
@@ -66,7 +66,7 @@ def _layout(result, ci_prob, labeller):
                  for vr, applied in zip(result["variance_reduction"].values,
                                         np.asarray(result["cv_applied"].values, dtype=bool))]
     n = result.sizes["label"]
-    labels = [_parameter_label(label, labeller) for label in result["label"].values]
+    labels = [_parameter_label(label, relabel) for label in result["label"].values]
     percent = f"{100 * ci_prob:g} %"
     return _Layout(
         rows=np.arange(n, 0, -1, dtype=np.float64), labels=labels, plain=plain, cv=cv,
@@ -101,7 +101,9 @@ def plot_control_variates(result, *, ci_prob=0.95, plot_collection=None, backend
         arviz-plots backend (needs arviz-plots).
     labeller : arviz labeller, optional
         Writes the parameter labels (``make_label_flat``); e.g.
-        ``arviz_base.labels.MapLabeller(var_name_map={"theta": "θ"})``.
+        ``arviz_base.labels.MapLabeller(var_name_map={"theta": "θ"})``. Draws are
+        summarised with it (``control_variates(..., labeller=labeller)``); a result's flat
+        labels are read back into a variable name and coordinate values.
     aes_by_visuals : dict, optional
         Visual -> list of aesthetics of the PlotCollection it uses (keys as ``visuals``;
         by default none).
@@ -154,12 +156,12 @@ def plot_control_variates(result, *, ci_prob=0.95, plot_collection=None, backend
     aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
     stats = _check_stats(stats, ("control_variates",))
     show = _check_target(ax, backend, show, plot_collection)
-    result = _result_or_compute(result, stats, "control_variates", _is_cv_result,
-                                control_variates)
+    result, relabel = _labelled_result(result, stats, "control_variates", _is_cv_result,
+                                       control_variates, labeller)
     if not isinstance(result, xr.Dataset):
         raise TypeError("result must be the Dataset of steindiag.control_variates; got "
                         f"{type(result).__name__}.")
-    layout = _layout(result, ci_prob, labeller)
+    layout = _layout(result, ci_prob, relabel)
     if _use_arviz_plots(ax, backend, plot_collection):
         return _plot_collection(result, layout, plot_collection, backend, aes_by_visuals,
                                 visuals, figsize, show, pc_kwargs)

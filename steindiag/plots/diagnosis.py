@@ -22,11 +22,11 @@ from steindiag.plots._common import (
     _check_target,
     _check_visuals,
     _ignore_aes,
+    _labelled_result,
     _new_collection,
     _no_pc_kwargs,
     _plain_kwargs,
     _readable_log_ticks,
-    _result_or_compute,
     _set_yticks,
     _suptitle,
     _use_arviz_plots,
@@ -69,7 +69,10 @@ def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=No
         arviz-plots backend (needs arviz-plots). Default: its ``rcParams["plot.backend"]``.
     labeller : arviz labeller, optional
         Writes the chain labels (``sel_to_str``) and the attribution's parameter labels
-        (``make_label_flat``), e.g. ``arviz_base.labels.DimCoordLabeller()``.
+        (``make_label_flat``), e.g. ``arviz_base.labels.DimCoordLabeller()``. Draws are
+        diagnosed with it (``diagnose(..., labeller=labeller)``: each parameter labelled
+        from its variable and coordinates); a result's flat labels are read back into a
+        variable name and coordinate values (dims named ``<var>_dim_<k>``).
     aes_by_visuals : dict, optional
         Visual -> list of aesthetics of the PlotCollection it uses (keys as ``visuals``).
         By default none: a new PlotCollection maps ``overlay`` to ``chain`` (one artist
@@ -132,12 +135,13 @@ def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=No
     aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
     stats = _check_stats(stats, ("diagnose",))
     show = _check_target(ax, backend, show, plot_collection)
-    result = _result_or_compute(diagnosis, stats, "diagnose", _is_diagnosis, diagnose)
+    result, relabel = _labelled_result(diagnosis, stats, "diagnose", _is_diagnosis, diagnose,
+                                       labeller)
     if not isinstance(result, xr.Dataset):
         raise TypeError("diagnosis must be the result of steindiag.diagnose (a Dataset); got "
                         f"{type(result).__name__}.")
     _check_diagnosis(result)
-    layout = _layout(result, labeller)
+    layout = _layout(result, labeller, relabel)
     if _use_arviz_plots(ax, backend, plot_collection):
         return _plot_collection(result, layout, plot_collection, backend, aes_by_visuals,
                                 visuals, figsize, show, pc_kwargs)

@@ -8,14 +8,14 @@ from steindiag.plots._common import (
     _check_stats,
     _check_target,
     _check_visuals,
+    _labelled_result,
     _new_collection,
+    _new_figure,
     _no_pc_kwargs,
     _plain_kwargs,
-    _result_or_compute,
     _set_yticks,
     _use_arviz_plots,
     _visual_kwargs,
-    _new_figure,
 )
 
 _VISUALS = ("cells", "labels", "flags", "title")
@@ -74,7 +74,8 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
     backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
         arviz-plots backend (needs arviz-plots).
     labeller : arviz labeller, optional
-        Writes the chain labels (``sel_to_str``).
+        Writes the chain labels (``sel_to_str``); draws are compared with it
+        (``mmd(..., labeller=labeller)``).
     visuals : dict, optional
         PlotCollection path: ``False`` hides a visual, a dict passes keyword arguments to
         it. Keys: ``"cells"`` (a filled square per pair), ``"labels"`` (the numbers),
@@ -132,8 +133,8 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
     if isinstance(result, (np.ndarray, list, tuple)) and "mmd" not in stats:
         raise TypeError("result must be the xarray.DataArray returned by steindiag.mmd, or "
                         f"draws with stats={{'mmd': {{...}}}}; got {type(result).__name__}.")
-    result, pvalue = _check_mmd_result(_result_or_compute(result, stats, "mmd",
-                                                          _is_mmd_result, mmd))
+    result, pvalue = _check_mmd_result(_labelled_result(result, stats, "mmd", _is_mmd_result,
+                                                        mmd, labeller)[0])
     if labeller is None:
         rows = [str(v) for v in result["chain"].values]
         columns = [str(v) for v in result["chain_other"].values]

@@ -13,9 +13,9 @@ from steindiag.plots._common import (
     _check_visuals,
     _figure_kwargs,
     _ignore_aes,
+    _labelled_result,
     _new_figure,
     _no_pc_kwargs,
-    _result_or_compute,
     _select,
     _use_arviz_plots,
     _visual_kwargs,
@@ -81,7 +81,7 @@ def plot_ksd(path, *, coords=None, visuals=None, plot_collection=None, backend=N
     labeller : arviz labeller, optional
         Writes the chains' legend labels on the matplotlib path (``sel_to_str``; e.g.
         ``DimCoordLabeller()`` gives "chain: 0"); the PlotCollection's legend shows the
-        chain coordinate.
+        chain coordinate. Draws are computed with it (``ksd_path(..., labeller=...)``).
     aes_by_visuals : dict, optional
         Visual -> list of the PlotCollection's aesthetics it uses (keys as ``visuals``).
         Default: ``"ksd"`` and ``"ksd_iid"`` use every aesthetic (a new PlotCollection
@@ -145,7 +145,7 @@ def plot_ksd(path, *, coords=None, visuals=None, plot_collection=None, backend=N
         # An array has no stored scores: without a score there is nothing to compute.
         raise TypeError("path must be the xarray.Dataset returned by steindiag.ksd_path, or "
                         f"draws with stats={{'ksd_path': {{...}}}}; got {type(path).__name__}.")
-    path = _result_or_compute(path, stats, "ksd_path", _is_path, ksd_path)
+    path = _labelled_result(path, stats, "ksd_path", _is_path, ksd_path, labeller)[0]
     _check_dataset(path, "path", "ksd_path", [("chain", "n")])
     path = _select(path, coords, "path")
     if path.sizes["n"] < 2:

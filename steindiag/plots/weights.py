@@ -16,7 +16,6 @@ from steindiag.plots._common import (
     _ignore_aes,
     _new_collection,
     _no_pc_kwargs,
-    _parameter_label,
     _plain_kwargs,
     _use_arviz_plots,
     _visual_kwargs,
@@ -66,8 +65,11 @@ def _positions(columns, chain, draw):
 
 
 def _panels(data, weights, thinning, pair, group, coords, sample_dims, labeller):
-    columns = read_columns(data, group=group, coords=coords, sample_dims=sample_dims)
-    labels = [str(label) for label in columns.labels]
+    # labeller= labels the parameters where they are read; pair names them by
+    # steindiag's own labels (theta[Choate]).
+    columns = read_columns(data, group=group, coords=coords, sample_dims=sample_dims,
+                           labeller=labeller)
+    labels = columns.canonical
     if pair is None:
         if len(labels) < 2:
             raise ValueError(f"plot_weights needs two parameters; the draws have {labels}.")
@@ -77,10 +79,10 @@ def _panels(data, weights, thinning, pair, group, coords, sample_dims, labeller)
         raise ValueError(f"pair must name two parameters among {labels}; got {pair!r}.")
     n_chain, n_draw = columns.values.shape[:2]
     flat = columns.values.reshape(n_chain * n_draw, -1)
-    x, y = (flat[:, labels.index(str(p))] for p in pair)
-    panels = _Panels(x=x, y=y, xlabel=_parameter_label(pair[0], labeller),
-                     ylabel=_parameter_label(pair[1], labeller))
-    n = x.size
+    k, m = (labels.index(str(p)) for p in pair)
+    panels = _Panels(x=flat[:, k], y=flat[:, m], xlabel=columns.labels[k],
+                     ylabel=columns.labels[m])
+    n = panels.x.size
     if weights is not None:
         w = read_weights(weights, (n_chain, n_draw), columns.chain, columns.draw).ravel()
         panels.weights = w
@@ -131,7 +133,9 @@ def plot_weights(data, weights=None, *, thinning=None, pair=None, group="posteri
     backend : {"matplotlib", "bokeh", "plotly", "none"}, optional
         arviz-plots backend (needs arviz-plots).
     labeller : arviz labeller, optional
-        Writes the axis labels (``make_label_flat``).
+        Writes the axis labels: the draws are read with it, as ``labeller=`` of
+        :func:`steindiag.weighted_summary` reads them (``pair`` still names steindiag's
+        own labels).
     aes_by_visuals : dict, optional
         Visual -> list of aesthetics of the PlotCollection it uses (keys as ``visuals``;
         by default none).
