@@ -207,6 +207,25 @@ def _check_stats(stats, allowed):
     return dict(stats)
 
 
+def _check_template(allowed, stats_keys, visuals, aes_by_visuals, stats, ax, backend, show,
+                    plot_collection):
+    """The arguments of arviz-plots' template every plot shares, checked once:
+    ``visuals`` and ``aes_by_visuals`` (keys among ``allowed``), ``stats`` (keys among
+    ``stats_keys``) as dicts, and the drawing target; returns those three and ``show``."""
+    return (_check_visuals(visuals, allowed), _check_aes_by_visuals(aes_by_visuals, allowed),
+            _check_stats(stats, stats_keys), _check_target(ax, backend, show, plot_collection))
+
+
+def _map_once(pc, fun, name, data, **kwargs):
+    """``PlotCollection.map`` ignoring every aesthetic: one artist per plot."""
+    pc.map(fun, name, data=data, ignore_aes=set(pc.aes_set), **kwargs)
+
+
+def _set_once(pc, fun, name, data, **kwargs):
+    """An axes setting (scale, limits, ticks) once per plot, no artist stored."""
+    _map_once(pc, fun, name, data, store_artist=False, **kwargs)
+
+
 def _result_or_compute(data, stats, key, is_result, compute):
     """arviz-plots' ``stats=`` rule: a precomputed result (``data`` itself or
     ``stats[key]``) is drawn as it is; otherwise ``compute(data, **stats[key])`` (the public

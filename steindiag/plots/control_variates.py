@@ -9,17 +9,16 @@ import xarray as xr
 from steindiag._validate import check_probability
 from steindiag.control_variates import control_variates
 from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_stats,
-    _check_target,
-    _check_visuals,
+    _check_template,
     _ignore_aes,
+    _map_once,
     _new_collection,
     _new_figure,
     _no_pc_kwargs,
     _parameter_label,
     _plain_kwargs,
     _result_or_compute,
+    _set_once,
     _set_yticks,
     _use_arviz_plots,
     _visual_kwargs,
@@ -150,10 +149,9 @@ def plot_control_variates(result, *, ci_prob=0.95, plot_collection=None, backend
     >>> plt.close(fig)
     """
     ci_prob = check_probability(ci_prob, "ci_prob")
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    stats = _check_stats(stats, ("control_variates",))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _VISUALS, ("control_variates",), visuals, aes_by_visuals, stats, ax, backend, show,
+        plot_collection)
     result = _result_or_compute(result, stats, "control_variates", _is_cv_result,
                                 control_variates)
     if not isinstance(result, xr.Dataset):
@@ -246,7 +244,6 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
                                  name="cv"),
                y=rows + offset, ignore_aes=ignore, **{"size": 25, **kw, "width": 0})
     anchor = xr.DataArray(0.0, name="cv")
-    no_aes = set(pc.aes_set)
     low, high = _x_limits(layout)
     kw = _visual_kwargs(visuals, "reduction", {"color": _CV_COLOR, "size": 9,
                                                "horizontal_align": "left",
@@ -260,17 +257,12 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
                **kw)
     kw = _visual_kwargs(visuals, "zero", {"color": "B3", "width": 0.8})
     if kw is not None:
-        pc.map(vline, "zero", data=anchor, ignore_aes=no_aes, **kw)
-    pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(low, high))
-    pc.map(set_ylim, "ylim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(0.4, layout.rows[0] + 0.6))
-    pc.map(_set_yticks, "yticks", data=anchor, ignore_aes=no_aes, store_artist=False,
-           values=list(layout.rows), labels=layout.labels)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text=layout.xlabel,
-           color="B1", size=9)
-    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes, text=layout.title,
-           color="B1")
+        _map_once(pc, vline, "zero", anchor, **kw)
+    _set_once(pc, set_xlim, "xlim", anchor, limits=(low, high))
+    _set_once(pc, set_ylim, "ylim", anchor, limits=(0.4, layout.rows[0] + 0.6))
+    _set_once(pc, _set_yticks, "yticks", anchor, values=list(layout.rows), labels=layout.labels)
+    _map_once(pc, labelled_x, "xlabel", anchor, text=layout.xlabel, color="B1", size=9)
+    _map_once(pc, labelled_title, "title", anchor, text=layout.title, color="B1")
     if show:
         pc.show()
     return pc

@@ -17,16 +17,15 @@ from steindiag.plots._diagnosis_layout import (
     _x_limits,
 )
 from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_stats,
-    _check_target,
-    _check_visuals,
+    _check_template,
     _ignore_aes,
+    _map_once,
     _new_collection,
     _no_pc_kwargs,
     _plain_kwargs,
     _readable_log_ticks,
     _result_or_compute,
+    _set_once,
     _set_yticks,
     _suptitle,
     _use_arviz_plots,
@@ -128,10 +127,9 @@ def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=No
     ['chain 3: does not fit', 'pooled: does not fit']
     >>> plt.close(fig)
     """
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    stats = _check_stats(stats, ("diagnose",))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _VISUALS, ("diagnose",), visuals, aes_by_visuals, stats, ax, backend, show,
+        plot_collection)
     result = _result_or_compute(diagnosis, stats, "diagnose", _is_diagnosis, diagnose)
     if not isinstance(result, xr.Dataset):
         raise TypeError("diagnosis must be the result of steindiag.diagnose (a Dataset); got "
@@ -290,8 +288,7 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
             chain_kwargs.setdefault("color", colors)
         pc.map(fun, visual, data=data, ignore_aes=ignore, **{**chain_kwargs, **kw})
         if pooled_data is not None:
-            pc.map(fun, f"{visual}_pooled", data=pooled_data, ignore_aes=set(pc.aes_set),
-                   **{**(pooled_kwargs or {}), **kw})
+            _map_once(pc, fun, f"{visual}_pooled", pooled_data, **{**(pooled_kwargs or {}), **kw})
 
     # KSD panel
     kw = _visual_kwargs(visuals, "segment", {"color": "B3", "width": 1.2})
@@ -301,12 +298,11 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
         segments = xr.DataArray(np.stack([ends, ys]), dims=["plot_axis", "row", "end"],
                                 coords={"plot_axis": ["x", "y"]}, name="ksd")
         for k in range(len(layout.rows)):
-            pc.map(line_xy, f"segment_{k}", data=segments.isel(row=k), ignore_aes=set(
-                pc.aes_set), **kw)
+            _map_once(pc, line_xy, f"segment_{k}", segments.isel(row=k), **kw)
     separator = float(layout.rows[-2] / 2 if len(layout.rows) > 1 else 0.5)
     for panel in ("ksd", "pvalue"):
-        pc.map(hline, f"separator_{panel}", data=xr.DataArray(separator, name=panel),
-               ignore_aes=set(pc.aes_set), color="B3", width=0.8)
+        _map_once(pc, hline, f"separator_{panel}", xr.DataArray(separator, name=panel),
+                  color="B3", width=0.8)
     draw("ksd_iid", scatter_xy, result["ksd_iid"].rename("ksd"),
          {"marker": "|", "size": 160, "width": 2}, y=rows,
          pooled_data=result["ksd_iid_pooled"].rename("ksd"),
@@ -338,14 +334,14 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
             color = layout.test_colors[k]
             face = color if layout.reliable[k] else "none"
             name = "pvalue_pooled" if k == pooled else f"pvalue_test{k - pooled - 1}"
-            pc.map(scatter_xy, name,
-                   data=xr.DataArray(max(layout.pvalue[k], 1e-6), name="pvalue"),
-                   y=float(layout.test_rows[k]), ignore_aes=set(pc.aes_set),
-                   **{"edgecolor": color, "facecolor": face, **kw_p})
+            _map_once(pc, scatter_xy, name,
+                      xr.DataArray(max(layout.pvalue[k], 1e-6), name="pvalue"),
+                      y=float(layout.test_rows[k]),
+                      **{"edgecolor": color, "facecolor": face, **kw_p})
     kw = _visual_kwargs(visuals, "level", {"color": "B2", "linestyle": "C1", "width": 1.0})
     anchor_p = xr.DataArray(layout.level, name="pvalue")
     if kw is not None:
-        pc.map(vline, "level", data=anchor_p, ignore_aes=set(pc.aes_set), **kw)
+        _map_once(pc, vline, "level", anchor_p, **kw)
     # attribution panel
     if has_attr:
         kw = _visual_kwargs(visuals, "attribution", {"color": "#D55E00", "alpha": 0.8})
@@ -361,44 +357,35 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
                                           default=pc.aes_set), **kw)
 
     # axes: one call per panel
-    no_aes = set(pc.aes_set)
     anchor_k = xr.DataArray(0.0, name="ksd")
-    pc.map(set_xscale, "xscale", data=anchor_k, ignore_aes=no_aes, scale="log",
-           store_artist=False)
-    pc.map(set_xscale, "xscale_p", data=anchor_p, ignore_aes=no_aes, scale="log",
-           store_artist=False)
-    pc.map(set_xlim, "xlim", data=anchor_k, ignore_aes=no_aes, store_artist=False,
-           limits=_x_limits(np.append(layout.ksd, layout.floor)))
-    pc.map(set_xlim, "xlim_p", data=anchor_p, ignore_aes=no_aes, store_artist=False,
-           limits=_p_limits(layout))
-    pc.map(set_ylim, "ylim", data=anchor_k, ignore_aes=no_aes, store_artist=False,
-           limits=(-0.8, layout.rows[0] + 0.8))
-    pc.map(set_ylim, "ylim_p", data=anchor_p, ignore_aes=no_aes, store_artist=False,
-           limits=(layout.test_rows[-1] - 0.8, layout.rows[0] + 0.8))
-    pc.map(_set_yticks, "yticks", data=anchor_k, ignore_aes=no_aes, store_artist=False,
-           values=list(layout.rows), labels=layout.labels)
-    pc.map(_set_yticks, "yticks_p", data=anchor_p, ignore_aes=no_aes, store_artist=False,
-           values=list(layout.test_rows), labels=layout.test_labels)
-    pc.map(labelled_title, "panel_title", data=anchor_k, ignore_aes=no_aes, text=_KSD_TITLE,
-           color="B1", size=10)
-    pc.map(labelled_title, "panel_title_p", data=anchor_p, ignore_aes=no_aes,
-           text=_pvalue_title(layout.level), color="B1", size=10)
-    pc.map(labelled_x, "xlabel", data=anchor_k, ignore_aes=no_aes, text="KSD", color="B1")
-    pc.map(labelled_x, "xlabel_p", data=anchor_p, ignore_aes=no_aes,
-           text="p-value (hollow: not reliable)", color="B1")
+    _set_once(pc, set_xscale, "xscale", anchor_k, scale="log")
+    _set_once(pc, set_xscale, "xscale_p", anchor_p, scale="log")
+    _set_once(pc, set_xlim, "xlim", anchor_k,
+              limits=_x_limits(np.append(layout.ksd, layout.floor)))
+    _set_once(pc, set_xlim, "xlim_p", anchor_p, limits=_p_limits(layout))
+    _set_once(pc, set_ylim, "ylim", anchor_k, limits=(-0.8, layout.rows[0] + 0.8))
+    _set_once(pc, set_ylim, "ylim_p", anchor_p,
+              limits=(layout.test_rows[-1] - 0.8, layout.rows[0] + 0.8))
+    _set_once(pc, _set_yticks, "yticks", anchor_k, values=list(layout.rows), labels=layout.labels)
+    _set_once(pc, _set_yticks, "yticks_p", anchor_p, values=list(layout.test_rows),
+              labels=layout.test_labels)
+    _map_once(pc, labelled_title, "panel_title", anchor_k, text=_KSD_TITLE, color="B1", size=10)
+    _map_once(pc, labelled_title, "panel_title_p", anchor_p, text=_pvalue_title(layout.level),
+              color="B1", size=10)
+    _map_once(pc, labelled_x, "xlabel", anchor_k, text="KSD", color="B1")
+    _map_once(pc, labelled_x, "xlabel_p", anchor_p, text="p-value (hollow: not reliable)",
+              color="B1")
     if has_attr:
         anchor_a = xr.DataArray(0.0, name="attribution")
-        pc.map(set_xticks, "xticks_a", data=anchor_a, ignore_aes=no_aes, store_artist=False,
-               values=list(range(len(layout.parameters))), labels=layout.parameters)
-        pc.map(_set_yticks, "yticks_a", data=anchor_a, ignore_aes=no_aes, store_artist=False,
-               values=list(layout.rows[:-1]), labels=layout.labels[:-1])
-        pc.map(set_ylim, "ylim_a", data=anchor_a, ignore_aes=no_aes, store_artist=False,
-               limits=(0.2, layout.rows[0] + 0.8))
-        pc.map(labelled_title, "panel_title_a", data=anchor_a, ignore_aes=no_aes,
-               text=_ATTRIBUTION_TITLE, color="B1", size=10)
+        _set_once(pc, set_xticks, "xticks_a", anchor_a,
+                  values=list(range(len(layout.parameters))), labels=layout.parameters)
+        _set_once(pc, _set_yticks, "yticks_a", anchor_a, values=list(layout.rows[:-1]),
+                  labels=layout.labels[:-1])
+        _set_once(pc, set_ylim, "ylim_a", anchor_a, limits=(0.2, layout.rows[0] + 0.8))
+        _map_once(pc, labelled_title, "panel_title_a", anchor_a, text=_ATTRIBUTION_TITLE,
+                  color="B1", size=10)
     if pc.backend == "matplotlib":
-        pc.map(lambda da, target: _readable_log_ticks(target.xaxis), "xticks",
-               data=anchor_k, ignore_aes=no_aes, store_artist=False)
+        _set_once(pc, lambda da, target: _readable_log_ticks(target.xaxis), "xticks", anchor_k)
     if _visual_kwargs(visuals, "title", {}) is not None:
         _suptitle(pc, layout.title)
     if show:

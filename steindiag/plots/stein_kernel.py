@@ -6,10 +6,9 @@ import xarray as xr
 from steindiag._validate import evaluate_score_callable
 from steindiag.kernels import make_kernel
 from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_target,
-    _check_visuals,
+    _check_template,
     _ignore_aes,
+    _map_once,
     _new_collection,
     _no_pc_kwargs,
     _use_arviz_plots,
@@ -160,9 +159,8 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
         raise ValueError(f"y must be finite; got {y}.")
     if not isinstance(batched, (bool, np.bool_)):
         raise TypeError(f"batched must be True or False; got {type(batched).__name__}.")
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, _, show = _check_template(
+        _VISUALS, (), visuals, aes_by_visuals, None, ax, backend, show, plot_collection)
     if x is None:
         x = np.linspace(y - 5.0 * lengthscale, y + 5.0 * lengthscale, 401)
     x = np.asarray(x, dtype=np.float64)
@@ -234,7 +232,6 @@ def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, vis
                              aes={"color": ["term"]})
     elif pc_kwargs:
         _no_pc_kwargs(pc_kwargs)
-    no_aes = set(pc.aes_set)
     kw = _visual_kwargs(visuals, "terms", {"width": 1.3})
     if kw is not None:
         pc.map(line_xy, "terms", data=term_lines, x=x,
@@ -247,17 +244,16 @@ def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, vis
     anchor = xr.DataArray(0.0, name="stein_kernel")
     kw = _visual_kwargs(visuals, "zero", {"color": "B3", "width": 0.8})
     if kw is not None:
-        pc.map(hline, "zero", data=anchor, ignore_aes=no_aes, **kw)
+        _map_once(pc, hline, "zero", anchor, **kw)
     kw = _visual_kwargs(visuals, "y", {"color": "B2", "linestyle": "C1", "width": 1.0})
     if kw is not None:
-        pc.map(vline, "y", data=xr.DataArray(y, name="stein_kernel"), ignore_aes=no_aes, **kw)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="x", color="B1")
-    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text="term value",
-           color="B1")
+        _map_once(pc, vline, "y", xr.DataArray(y, name="stein_kernel"), **kw)
+    _map_once(pc, labelled_x, "xlabel", anchor, text="x", color="B1")
+    _map_once(pc, labelled_y, "ylabel", anchor, text="term value", color="B1")
     # Two lines, so that the legend outside the axes leaves the title whole.
-    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes,
-           text=title.replace(" base (", " base\n(") + "; thick: the sum k_p(x, y')",
-           color="B1", size=10)
+    _map_once(pc, labelled_title, "title", anchor,
+              text=title.replace(" base (", " base\n(") + "; thick: the sum k_p(x, y')",
+              color="B1", size=10)
     kw = _visual_kwargs(visuals, "legend", {})
     if kw is not None and "color" in pc.aes_set:
         pc.add_legend("term", **kw)

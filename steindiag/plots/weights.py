@@ -9,11 +9,9 @@ import xarray as xr
 from steindiag.inputs._columns import read_columns, read_weights
 from steindiag.outputs.thinning import SteinThinning
 from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_stats,
-    _check_target,
-    _check_visuals,
+    _check_template,
     _ignore_aes,
+    _map_once,
     _new_collection,
     _no_pc_kwargs,
     _parameter_label,
@@ -179,10 +177,9 @@ def plot_weights(data, weights=None, *, thinning=None, pair=None, group="posteri
     ('x[0]', 'x[1]')
     >>> plt.close(fig)
     """
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    stats = _check_stats(stats, ("stein_weights", "stein_thin"))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _VISUALS, ("stein_weights", "stein_thin"), visuals, aes_by_visuals, stats, ax, backend,
+        show, plot_collection)
     weights = _resolve(weights, stats, "stein_weights", None, stein_weights, data)
     thinning = _resolve(thinning, stats, "stein_thin", None,
                         lambda d, **kw: stein_thin(d, **{**kw, "return_info": True}), data)
@@ -291,14 +288,10 @@ def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show
                 pc.map(scatter_xy, "thinned", data=points(name, panels.thinned),
                        ignore_aes=_ignore_aes(pc, aes_by_visuals, "thinned"), **kw)
             title = panels.thinned_title
-        no_aes = set(pc.aes_set)
-        pc.map(labelled_x, f"xlabel_{name}", data=anchor, ignore_aes=no_aes,
-               text=panels.xlabel, color="B1")
-        pc.map(labelled_y, f"ylabel_{name}", data=anchor, ignore_aes=no_aes,
-               text=panels.ylabel, color="B1")
+        _map_once(pc, labelled_x, f"xlabel_{name}", anchor, text=panels.xlabel, color="B1")
+        _map_once(pc, labelled_y, f"ylabel_{name}", anchor, text=panels.ylabel, color="B1")
         if kw_title is not None:
-            pc.map(labelled_title, f"title_{name}", data=anchor, ignore_aes=no_aes,
-                   text=title, **kw_title)
+            _map_once(pc, labelled_title, f"title_{name}", anchor, text=title, **kw_title)
     if show:
         pc.show()
     return pc
