@@ -139,6 +139,33 @@ def _new_figure(ax, figsize, default_size):
     return fig, ax, True
 
 
+def _new_panels(ax, n_panel, figsize, panels=""):
+    """A figure of ``n_panel`` axes side by side, or the ``ax`` given (as many axes)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, axes = plt.subplots(1, n_panel, layout="constrained", squeeze=False,
+                                 figsize=figsize)
+        return fig, axes.ravel()
+    axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
+    if axes.size != n_panel:
+        raise ValueError(f"ax must hold {n_panel} axes (one per panel{panels}); got "
+                         f"{axes.size}.")
+    return axes[0].figure, axes
+
+
+def _shown(figure, show):
+    """``figure`` (a matplotlib Figure or a PlotCollection), shown first if ``show``."""
+    if show:
+        if hasattr(figure, "viz"):   # a PlotCollection: its backend's show
+            figure.show()
+        else:
+            import matplotlib.pyplot as plt
+
+            plt.show()
+    return figure
+
+
 def _figure_kwargs(pc_kwargs, backend, figsize):
     """figure_kwargs for PlotCollection.wrap: our size, and room for outside legends."""
     figure_kwargs = dict(pc_kwargs.pop("figure_kwargs", None) or {})

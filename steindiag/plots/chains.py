@@ -18,6 +18,7 @@ from steindiag.plots._common import (
     _select,
     _set_once,
     _set_yticks,
+    _shown,
     _use_arviz_plots,
     _visual_kwargs,
 )
@@ -153,8 +154,6 @@ _CHAINS_TITLE = "Final KSD per chain (numbers: KSD / i.i.d. floor)"
 
 
 def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     positions, pooled_position = _chains_layout(result)
     fig, ax, _ = _new_figure(ax, figsize, (7.5, 1.6 + 0.4 * (len(positions) + 2)))
     ksd = np.append(result["ksd"].values, result["ksd_pooled"].values)
@@ -190,9 +189,7 @@ def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show)
     ax.axhline((pooled_position + positions[-1]) / 2, color="0.85", linewidth=0.8, zorder=0)
     ax.set_xlabel(_xlabel_chains(n_final))
     ax.set_title(_CHAINS_TITLE, fontsize="medium")
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_chains_collection(result, n_final, labels, pc, aes_by_visuals, visuals, figsize,
@@ -262,6 +259,4 @@ def _plot_chains_collection(result, n_final, labels, pc, aes_by_visuals, visuals
     _map_once(pc, labelled_title, "title", anchor, text=_CHAINS_TITLE, color="B1")
     if pc.backend == "matplotlib":
         _set_once(pc, lambda da, target: _readable_log_ticks(target.xaxis), "xticks", anchor)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

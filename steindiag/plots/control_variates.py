@@ -20,6 +20,7 @@ from steindiag.plots._common import (
     _result_or_compute,
     _set_once,
     _set_yticks,
+    _shown,
     _use_arviz_plots,
     _visual_kwargs,
 )
@@ -177,8 +178,6 @@ def _x_limits(layout):
 
 
 def _plot_matplotlib(layout, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     fig, ax, _ = _new_figure(ax, figsize, _default_size(layout))
     styles = (("plain", _PLAIN_COLOR, layout.plain, _OFFSET),
               ("cv", _CV_COLOR, layout.cv, -_OFFSET))
@@ -206,9 +205,7 @@ def _plot_matplotlib(layout, visuals, ax, figsize, show):
     ax.set_ylim(0.4, layout.rows[0] + 0.6)
     ax.set_xlabel(layout.xlabel, fontsize="small")
     ax.set_title(layout.title, fontsize="medium")
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsize, show,
@@ -263,6 +260,4 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
     _set_once(pc, _set_yticks, "yticks", anchor, values=list(layout.rows), labels=layout.labels)
     _map_once(pc, labelled_x, "xlabel", anchor, text=layout.xlabel, color="B1", size=9)
     _map_once(pc, labelled_title, "title", anchor, text=layout.title, color="B1")
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

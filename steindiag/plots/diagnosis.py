@@ -21,12 +21,14 @@ from steindiag.plots._common import (
     _ignore_aes,
     _map_once,
     _new_collection,
+    _new_panels,
     _no_pc_kwargs,
     _plain_kwargs,
     _readable_log_ticks,
     _result_or_compute,
     _set_once,
     _set_yticks,
+    _shown,
     _suptitle,
     _use_arviz_plots,
     _verdict_color,
@@ -149,18 +151,10 @@ def _default_size(layout):
 
 
 def _plot_matplotlib(layout, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     n_panel = 2 if layout.attribution is None else 3
-    if ax is None:
-        fig, axes = plt.subplots(1, n_panel, layout="constrained",
-                                 figsize=figsize or _default_size(layout))
-    else:
-        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
-        if axes.size != n_panel:
-            raise ValueError(f"ax must hold {n_panel} axes (one per panel); got {axes.size}.")
-        fig = axes[0].figure
+    fig, axes = _new_panels(ax, n_panel, figsize or _default_size(layout))
     gids = [f"[{i}]" for i in range(len(layout.rows) - 1)] + ["_pooled"]
     ax_ksd, ax_p = axes[0], axes[1]
 
@@ -243,9 +237,7 @@ def _plot_matplotlib(layout, visuals, ax, figsize, show):
         handles = [Line2D([], [], marker="o", linestyle="none", color=c,
                           label=names.get(c, "other")) for c in present]
         ax_ksd.legend(handles=handles, **kw_legend)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsize, show,
@@ -388,6 +380,4 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
         _set_once(pc, lambda da, target: _readable_log_ticks(target.xaxis), "xticks", anchor_k)
     if _visual_kwargs(visuals, "title", {}) is not None:
         _suptitle(pc, layout.title)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

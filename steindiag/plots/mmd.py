@@ -14,6 +14,7 @@ from steindiag.plots._common import (
     _result_or_compute,
     _set_once,
     _set_yticks,
+    _shown,
     _use_arviz_plots,
     _visual_kwargs,
 )
@@ -174,9 +175,7 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
                                            edgecolor="r", linewidth=2, gid=f"flag[{i},{j}]"))
     ax.set_title(_title(result, pvalue, alpha), fontsize="medium")
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _title(result, pvalue, alpha):
@@ -251,6 +250,4 @@ def _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap, pc, b
                   text=_title(result, pvalue, alpha).replace("MMD$^2$", "MMD^2")
                   + f"\ncolour: {cmap if isinstance(cmap, str) else 'cmap'} from 0 to {vmax:.2g}",
                   **kw)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

@@ -16,6 +16,7 @@ from steindiag.plots._common import (
     _result_or_compute,
     _select,
     _set_once,
+    _shown,
     _use_arviz_plots,
     _visual_kwargs,
 )
@@ -158,8 +159,6 @@ def plot_ksd(path, *, coords=None, visuals=None, plot_collection=None, backend=N
 
 
 def _plot_ksd_matplotlib(path, visuals, labeller, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     fig, ax, created = _new_figure(ax, figsize, (8.0, 4.5))
     n = path["n"].values
     chains = path["chain"].values
@@ -214,9 +213,7 @@ def _plot_ksd_matplotlib(path, visuals, labeller, ax, figsize, show):
             handles = [_neutral_entry(handle, kw_iid) if label == _FLOOR_LABEL else handle
                        for handle, label in zip(handles, labels)]
         ax.legend(handles, labels, **kw_legend)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _neutral_entry(line, kw_iid):
@@ -271,9 +268,7 @@ def _plot_ksd_collection(path, pc, aes_by_visuals, visuals, figsize, backend, sh
         if "color" in pc.aes_set:
             pc.add_legend("chain", **kw_legend)
         _reference_legend(pc, visuals)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)
 
 
 def _reference_legend(pc, visuals):

@@ -11,6 +11,7 @@ from steindiag.plots._common import (
     _map_once,
     _new_collection,
     _no_pc_kwargs,
+    _shown,
     _use_arviz_plots,
     _visual_kwargs,
 )
@@ -214,9 +215,7 @@ def _plot_matplotlib(x, y, terms, total, title, visuals, ax, figsize, show):
     kw = _visual_kwargs(visuals, "legend", {"fontsize": "small", "frameon": False})
     if kw is not None:
         ax.legend(**kw)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, visuals,
@@ -257,6 +256,4 @@ def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, vis
     kw = _visual_kwargs(visuals, "legend", {})
     if kw is not None and "color" in pc.aes_set:
         pc.add_legend("term", **kw)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

@@ -13,9 +13,11 @@ from steindiag.plots._common import (
     _ignore_aes,
     _map_once,
     _new_collection,
+    _new_panels,
     _no_pc_kwargs,
     _parameter_label,
     _plain_kwargs,
+    _shown,
     _use_arviz_plots,
     _visual_kwargs,
 )
@@ -201,19 +203,8 @@ def _names(panels):
 
 
 def _plot_matplotlib(panels, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     names = _names(panels)
-    if ax is None:
-        fig, axes = plt.subplots(1, len(names), layout="constrained", squeeze=False,
-                                 figsize=figsize or (5.0 * len(names), 4.6))
-        axes = axes.ravel()
-    else:
-        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
-        if axes.size != len(names):
-            raise ValueError(f"ax must hold {len(names)} axes (one per panel: {names}); got "
-                             f"{axes.size}.")
-        fig = axes[0].figure
+    fig, axes = _new_panels(ax, len(names), figsize or (5.0 * len(names), 4.6), f": {names}")
     kw_draws = _visual_kwargs(visuals, "draws", {"color": "0.75", "s": _BASE_SIZE / 3,
                                                  "linewidths": 0})
     kw_title = _visual_kwargs(visuals, "title", {"fontsize": "medium"})
@@ -240,9 +231,7 @@ def _plot_matplotlib(panels, visuals, ax, figsize, show):
         target.set_ylabel(panels.ylabel)
         if kw_title is not None:
             target.set_title(title, **kw_title)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show, pc_kwargs):
@@ -292,6 +281,4 @@ def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show
         _map_once(pc, labelled_y, f"ylabel_{name}", anchor, text=panels.ylabel, color="B1")
         if kw_title is not None:
             _map_once(pc, labelled_title, f"title_{name}", anchor, text=title, **kw_title)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)
