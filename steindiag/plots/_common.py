@@ -298,14 +298,20 @@ def _parameter_label(label, labeller):
     return labeller.make_label_flat(label, {}, {})
 
 
-def _new_collection(layout, *, backend, figsize, pc_kwargs, cols=None, aes=None):
-    """A PlotCollection wrapped on ``layout`` (our figure size, ``aes`` as defaults)."""
+def _new_collection(pc, layout, *, backend, figsize, pc_kwargs, cols=None, aes=None,
+                    default_aes=None):
+    """The caller's PlotCollection ``pc`` (then ``pc_kwargs``, which configure a new one,
+    must be empty), or a new one wrapped on ``layout``: our figure size, ``aes`` under the
+    caller's ``aes=``, or ``default_aes`` when the caller gives none."""
     from arviz_base import rcParams
     from arviz_plots import PlotCollection
 
+    if pc is not None:
+        _no_pc_kwargs(pc_kwargs)
+        return pc
     if backend is None:
         backend = rcParams["plot.backend"]
-    pc_kwargs = dict(pc_kwargs)
+    pc_kwargs = {"aes": default_aes, **pc_kwargs} if default_aes else dict(pc_kwargs)
     pc_kwargs["aes"] = {**(aes or {}), **(pc_kwargs.get("aes") or {})}
     pc_kwargs.setdefault("cols", cols if cols is not None else [])
     figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize)

@@ -198,12 +198,9 @@ def _plot_chains_collection(result, n_final, labels, pc, aes_by_visuals, visuals
                                      scatter_xy, set_xlim, set_xscale, set_ylim)
 
     positions, pooled_position = _chains_layout(result)
-    if pc is None:
-        pc = _new_collection(result[["ksd"]], backend=backend,
-                             figsize=figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)),
-                             pc_kwargs={"aes": {"color": ["chain"]}, **pc_kwargs})
-    else:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, result[["ksd"]], backend=backend,
+                         figsize=figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)),
+                         pc_kwargs=pc_kwargs, default_aes={"color": ["chain"]})
 
     def ignore(key):
         # The chains' visuals use every aesthetic by default (one artist per chain).

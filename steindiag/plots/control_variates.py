@@ -215,12 +215,9 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
 
     annotate_xy, scatter_xy = _plain_kwargs(annotate_xy), _plain_kwargs(scatter_xy)
     label = result["label"]
-    if pc is None:
-        pc = _new_collection(xr.Dataset({"cv": result["mean_cv"]}), backend=backend,
-                             figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
-                             aes={"overlay": ["label"]})
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({"cv": result["mean_cv"]}), backend=backend,
+                         figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
+                         aes={"overlay": ["label"]})
     rows = xr.DataArray(layout.rows, dims=["label"], coords={"label": label})
     styles = (("plain", _PLAIN_COLOR, layout.plain, _OFFSET),
               ("cv", _CV_COLOR, layout.cv, -_OFFSET))

@@ -251,15 +251,12 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
     chain = result["chain"]
     n_chain = chain.size
     has_attr = layout.attribution is not None
-    if pc is None:
-        panels = {"ksd": result["ksd"], "pvalue": result["pvalue"]}
-        if has_attr:
-            panels["attribution"] = result["ksd"].rename("attribution")   # one per chain
-        pc = _new_collection(xr.Dataset(panels), backend=backend,
-                             figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
-                             cols=["__variable__"], aes={"overlay": ["chain"]})
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    panels = {"ksd": result["ksd"], "pvalue": result["pvalue"]}
+    if has_attr:
+        panels["attribution"] = result["ksd"].rename("attribution")   # one per chain
+    pc = _new_collection(pc, xr.Dataset(panels), backend=backend,
+                         figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
+                         cols=["__variable__"], aes={"overlay": ["chain"]})
 
     def by_chain(values, name):
         return xr.DataArray(np.asarray(values)[:n_chain], dims=["chain"],

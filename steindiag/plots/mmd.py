@@ -5,6 +5,7 @@ import xarray as xr
 
 from steindiag._mmd import mmd
 from steindiag.plots._common import (
+    _check_bool,
     _check_template,
     _map_once,
     _new_collection,
@@ -131,8 +132,7 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
     """
     visuals, _, stats, show = _check_template(_VISUALS, ("mmd",), visuals, None, stats, ax,
                                               backend, show, plot_collection)
-    if not isinstance(annotate, (bool, np.bool_)):
-        raise TypeError(f"annotate must be True or False; got {type(annotate).__name__}.")
+    annotate = _check_bool(annotate, "annotate")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not (
             0 < alpha < 1):
         raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
@@ -195,12 +195,9 @@ def _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap, pc, b
     fill_between_y, annotate_xy = _plain_kwargs(fill_between_y), _plain_kwargs(annotate_xy)
     values = result.transpose("chain", "chain_other").values
     n_row, n_column = values.shape
-    if pc is None:
-        pc = _new_collection(xr.Dataset({"mmd2": xr.DataArray(0.0)}), backend=backend,
-                             figsize=figsize or (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row),
-                             pc_kwargs=pc_kwargs)
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({"mmd2": xr.DataArray(0.0)}), backend=backend,
+                         figsize=figsize or (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row),
+                         pc_kwargs=pc_kwargs)
     colormap = matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap
     vmax = max(float(np.nanmax(values)), np.finfo(float).tiny)
     shade = np.clip(values / vmax, 0.0, 1.0)

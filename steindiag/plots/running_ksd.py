@@ -228,11 +228,8 @@ def _plot_ksd_collection(path, pc, aes_by_visuals, visuals, figsize, backend, sh
                          pc_kwargs):
     from arviz_plots.visuals import labelled_x, labelled_y, line_xy, set_xscale, set_yscale
 
-    if pc is None:
-        pc = _new_collection(path[["ksd"]], backend=backend, figsize=figsize or (8.0, 4.5),
-                             pc_kwargs={"aes": {"color": ["chain"]}, **pc_kwargs})
-    else:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, path[["ksd"]], backend=backend, figsize=figsize or (8.0, 4.5),
+                         pc_kwargs=pc_kwargs, default_aes={"color": ["chain"]})
     n = path["n"]
 
     def draw(key, data, defaults, chains, **kwargs):

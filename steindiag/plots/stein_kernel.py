@@ -6,6 +6,7 @@ import xarray as xr
 from steindiag._validate import evaluate_score_callable
 from steindiag.kernels import make_kernel
 from steindiag.plots._common import (
+    _check_bool,
     _check_template,
     _ignore_aes,
     _map_once,
@@ -158,8 +159,7 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
         raise ValueError(f"lengthscale must be a finite number > 0; got {lengthscale}.")
     if not np.isfinite(y):
         raise ValueError(f"y must be finite; got {y}.")
-    if not isinstance(batched, (bool, np.bool_)):
-        raise TypeError(f"batched must be True or False; got {type(batched).__name__}.")
+    batched = _check_bool(batched, "batched")
     visuals, aes_by_visuals, _, show = _check_template(
         _VISUALS, (), visuals, aes_by_visuals, None, ax, backend, show, plot_collection)
     if x is None:
@@ -225,12 +225,9 @@ def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, vis
     names = [_TERM_LABELS[name] for name in terms]
     term_lines = xr.DataArray(np.stack(list(terms.values())), dims=["term", "x"],
                               coords={"term": names}, name="stein_kernel")
-    if pc is None:
-        pc = _new_collection(xr.Dataset({"stein_kernel": term_lines}), backend=backend,
-                             figsize=figsize or (8.5, 4.5), pc_kwargs=pc_kwargs,
-                             aes={"color": ["term"]})
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({"stein_kernel": term_lines}), backend=backend,
+                         figsize=figsize or (8.5, 4.5), pc_kwargs=pc_kwargs,
+                         aes={"color": ["term"]})
     kw = _visual_kwargs(visuals, "terms", {"width": 1.3})
     if kw is not None:
         pc.map(line_xy, "terms", data=term_lines, x=x,

@@ -239,13 +239,9 @@ def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show
 
     scatter_xy = _plain_kwargs(scatter_xy)
     names = _names(panels)
-    if pc is None:
-        layout = xr.Dataset({name: xr.DataArray(0.0) for name in names})
-        pc = _new_collection(layout, backend=backend,
-                             figsize=figsize or (5.0 * len(names), 4.6), pc_kwargs=pc_kwargs,
-                             cols=["__variable__"])
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({name: xr.DataArray(0.0) for name in names}),
+                         backend=backend, figsize=figsize or (5.0 * len(names), 4.6),
+                         pc_kwargs=pc_kwargs, cols=["__variable__"])
 
     def points(name, index):
         return xr.DataArray(np.stack([panels.x[index], panels.y[index]]),
