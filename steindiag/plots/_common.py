@@ -184,6 +184,32 @@ def _readable_log_ticks(axis):
     axis.set_minor_formatter(NullFormatter())
 
 
+def _ratio_text(ratio):
+    return f"\u00d7{ratio:.1f}" if ratio < 10 else f"\u00d7{ratio:.0f}"
+
+
+def _draw_ksd_rows(ax, rows, ksd, floor, colors, gids, visuals, segment, ratio):
+    """matplotlib: per row, the segment from the i.i.d. floor to the KSD, the floor (a bar),
+    the KSD (a dot in the row's colour) and the ratio KSD / floor (text); ``segment`` and
+    ``ratio`` are the plot's defaults for those visuals. The x axis is made logarithmic."""
+    kw_segment = _visual_kwargs(visuals, "segment", segment)
+    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|", "markersize": 14,
+                                                  "markeredgewidth": 2, "linestyle": "none"})
+    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8, "linestyle": "none"})
+    kw_ratio = _visual_kwargs(visuals, "ratio", ratio)
+    for row, value, base, color, gid in zip(rows, ksd, floor, colors, gids):
+        if kw_segment is not None:
+            ax.plot([base, value], [row, row], **kw_segment)[0].set_gid(f"segment{gid}")
+        if kw_iid is not None:
+            ax.plot([base], [row], **kw_iid)[0].set_gid(f"ksd_iid{gid}")
+        if kw_ksd is not None:
+            ax.plot([value], [row], **{"color": color, **kw_ksd})[0].set_gid(f"ksd{gid}")
+        if kw_ratio is not None:
+            ax.text(max(value, base) * 1.12, row, _ratio_text(value / base),
+                    **kw_ratio).set_gid(f"ratio{gid}")
+    ax.set_xscale("log")
+
+
 def _no_pc_kwargs(pc_kwargs):
     if pc_kwargs:
         raise TypeError(

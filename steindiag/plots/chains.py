@@ -8,12 +8,14 @@ from steindiag.plots._common import (
     _chain_labels,
     _check_dataset,
     _check_template,
+    _draw_ksd_rows,
     _ignore_aes,
     _map_once,
     _new_collection,
     _new_figure,
     _no_pc_kwargs,
     _result_or_compute,
+    _ratio_text,
     _readable_log_ticks,
     _select,
     _set_once,
@@ -141,10 +143,6 @@ def _chains_layout(result):
     return positions, pooled_position
 
 
-def _ratio_text(ratio):
-    return f"\u00d7{ratio:.1f}" if ratio < 10 else f"\u00d7{ratio:.0f}"
-
-
 def _xlabel_chains(n_final):
     tail = "" if n_final is None else f", n = {n_final} per chain"
     return f"KSD (dot) and i.i.d. floor (bar){tail}"
@@ -162,25 +160,9 @@ def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show)
     colors = [f"C{i % 10}" for i in range(len(positions))] + ["k"]
     gids = [f"[{chain}]" for chain in result["chain"].values] + ["_pooled"]
 
-    kw_segment = _visual_kwargs(visuals, "segment", {"color": "0.6", "linewidth": 1.2})
-    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|", "markersize": 14,
-                                                  "markeredgewidth": 2, "linestyle": "none"})
-    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8, "linestyle": "none"})
-    kw_ratio = _visual_kwargs(visuals, "ratio", {"fontsize": "small", "va": "center", "ha": "left"})
-    for i, (row, value, base) in enumerate(zip(rows, ksd, floor)):
-        if kw_segment is not None:
-            line, = ax.plot([base, value], [row, row], **kw_segment)
-            line.set_gid(f"segment{gids[i]}")
-        if kw_iid is not None:
-            line, = ax.plot([base], [row], **kw_iid)
-            line.set_gid(f"ksd_iid{gids[i]}")
-        if kw_ksd is not None:
-            line, = ax.plot([value], [row], **{"color": colors[i], **kw_ksd})
-            line.set_gid(f"ksd{gids[i]}")
-        if kw_ratio is not None:
-            text = ax.text(max(value, base) * 1.12, row, _ratio_text(value / base), **kw_ratio)
-            text.set_gid(f"ratio{gids[i]}")
-    ax.set_xscale("log")
+    _draw_ksd_rows(ax, rows, ksd, floor, colors, gids, visuals,
+                   segment={"color": "0.6", "linewidth": 1.2},
+                   ratio={"fontsize": "small", "va": "center", "ha": "left"})
     low, high = np.min(np.minimum(ksd, floor)), np.max(np.maximum(ksd, floor))
     ax.set_xlim(low / 1.5, high * 2.2)  # room for the ratio text
     _readable_log_ticks(ax.xaxis)

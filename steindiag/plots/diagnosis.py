@@ -13,17 +13,18 @@ from steindiag.plots._diagnosis_layout import (
     _layout,
     _p_limits,
     _pvalue_title,
-    _ratio_text,
     _x_limits,
 )
 from steindiag.plots._common import (
     _check_template,
+    _draw_ksd_rows,
     _ignore_aes,
     _map_once,
     _new_collection,
     _new_panels,
     _no_pc_kwargs,
     _plain_kwargs,
+    _ratio_text,
     _readable_log_ticks,
     _result_or_compute,
     _set_once,
@@ -158,27 +159,9 @@ def _plot_matplotlib(layout, visuals, ax, figsize, show):
     gids = [f"[{i}]" for i in range(len(layout.rows) - 1)] + ["_pooled"]
     ax_ksd, ax_p = axes[0], axes[1]
 
-    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|",
-                                                  "markersize": 14, "markeredgewidth": 2,
-                                                  "linestyle": "none"})
-    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8,
-                                             "linestyle": "none"})
-    kw_ratio = _visual_kwargs(visuals, "ratio", {"fontsize": "small", "va": "center"})
-    kw_segment = _visual_kwargs(visuals, "segment", {"color": "0.7", "linewidth": 1.2,
-                                                     "zorder": 1})
-    for i, row in enumerate(layout.rows):
-        value, base = layout.ksd[i], layout.floor[i]
-        if kw_segment is not None:
-            ax_ksd.plot([base, value], [row, row], **kw_segment)[0].set_gid(f"segment{gids[i]}")
-        if kw_iid is not None:
-            ax_ksd.plot([base], [row], **kw_iid)[0].set_gid(f"ksd_iid{gids[i]}")
-        if kw_ksd is not None:
-            ax_ksd.plot([value], [row], **{"color": layout.colors[i], **kw_ksd})[0].set_gid(
-                f"ksd{gids[i]}")
-        if kw_ratio is not None:
-            ax_ksd.text(max(value, base) * 1.12, row, _ratio_text(value / base),
-                        gid=f"ratio{gids[i]}", **kw_ratio)
-    ax_ksd.set_xscale("log")
+    _draw_ksd_rows(ax_ksd, layout.rows, layout.ksd, layout.floor, layout.colors, gids, visuals,
+                   segment={"color": "0.7", "linewidth": 1.2, "zorder": 1},
+                   ratio={"fontsize": "small", "va": "center"})
     ax_ksd.set_xlim(*_x_limits(np.append(layout.ksd, layout.floor)))
     _readable_log_ticks(ax_ksd.xaxis)
     ax_ksd.set_yticks(layout.rows, layout.labels)
