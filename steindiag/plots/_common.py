@@ -56,14 +56,20 @@ def _select(result, coords, name):
     return selected
 
 
-def _check_visuals(visuals, allowed):
-    if visuals is None:
+def _checked_dict(value, name, allowed):
+    """A copy of the dict ``value`` (None: an empty one), its keys among ``allowed``."""
+    if value is None:
         return {}
-    if not isinstance(visuals, dict):
-        raise TypeError(f"visuals must be a dict; got {type(visuals).__name__}.")
-    unknown = set(visuals) - set(allowed)
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict; got {type(value).__name__}.")
+    unknown = set(value) - set(allowed)
     if unknown:
-        raise ValueError(f"visuals keys must be among {list(allowed)}; got {sorted(unknown)}.")
+        raise ValueError(f"{name} keys must be among {list(allowed)}; got {sorted(unknown)}.")
+    return dict(value)
+
+
+def _check_visuals(visuals, allowed):
+    visuals = _checked_dict(visuals, "visuals", allowed)
     for key, value in visuals.items():
         if value is not False and value is not True and not isinstance(value, dict):
             raise TypeError(
@@ -226,14 +232,7 @@ def _no_pc_kwargs(pc_kwargs):
 
 def _check_aes_by_visuals(aes_by_visuals, allowed):
     """A copy of ``aes_by_visuals`` (visual -> aesthetics), keys checked."""
-    if aes_by_visuals is None:
-        return {}
-    if not isinstance(aes_by_visuals, dict):
-        raise TypeError(f"aes_by_visuals must be a dict; got {type(aes_by_visuals).__name__}.")
-    unknown = set(aes_by_visuals) - set(allowed)
-    if unknown:
-        raise ValueError(f"aes_by_visuals keys must be among {list(allowed)}; got "
-                         f"{sorted(unknown)}.")
+    aes_by_visuals = _checked_dict(aes_by_visuals, "aes_by_visuals", allowed)
     for key, value in aes_by_visuals.items():
         if isinstance(value, str) or not np.iterable(value):
             raise TypeError(f"aes_by_visuals[{key!r}] must be a list of aesthetics such as "
@@ -248,25 +247,15 @@ def _ignore_aes(pc, aes_by_visuals, visual, default=()):
     return set(pc.aes_set).difference(used)
 
 
-def _check_stats(stats, allowed):
-    """A copy of ``stats`` (computation -> result or keyword arguments), keys checked."""
-    if stats is None:
-        return {}
-    if not isinstance(stats, dict):
-        raise TypeError(f"stats must be a dict; got {type(stats).__name__}.")
-    unknown = set(stats) - set(allowed)
-    if unknown:
-        raise ValueError(f"stats keys must be among {list(allowed)}; got {sorted(unknown)}.")
-    return dict(stats)
-
-
 def _check_template(allowed, stats_keys, visuals, aes_by_visuals, stats, ax, backend, show,
                     plot_collection):
     """The arguments of arviz-plots' template every plot shares, checked once:
-    ``visuals`` and ``aes_by_visuals`` (keys among ``allowed``), ``stats`` (keys among
-    ``stats_keys``) as dicts, and the drawing target; returns those three and ``show``."""
+    ``visuals`` and ``aes_by_visuals`` (keys among ``allowed``), ``stats`` (computation ->
+    result or keyword arguments, keys among ``stats_keys``) as dicts, and the drawing
+    target; returns those three and ``show``."""
     return (_check_visuals(visuals, allowed), _check_aes_by_visuals(aes_by_visuals, allowed),
-            _check_stats(stats, stats_keys), _check_target(ax, backend, show, plot_collection))
+            _checked_dict(stats, "stats", stats_keys),
+            _check_target(ax, backend, show, plot_collection))
 
 
 def _map_once(pc, fun, name, data, **kwargs):

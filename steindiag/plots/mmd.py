@@ -4,6 +4,7 @@ import numpy as np
 import xarray as xr
 
 from steindiag._mmd import mmd
+from steindiag._validate import check_probability
 from steindiag.plots._common import (
     _check_bool,
     _check_template,
@@ -133,9 +134,7 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
     visuals, _, stats, show = _check_template(_VISUALS, ("mmd",), visuals, None, stats, ax,
                                               backend, show, plot_collection)
     annotate = _check_bool(annotate, "annotate")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not (
-            0 < alpha < 1):
-        raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
+    alpha = check_probability(alpha, "alpha")
     if isinstance(result, (np.ndarray, list, tuple)) and "mmd" not in stats:
         raise TypeError("result must be the xarray.DataArray returned by steindiag.mmd, or "
                         f"draws with stats={{'mmd': {{...}}}}; got {type(result).__name__}.")
