@@ -16,11 +16,7 @@ from steindiag.engine import products as _stein_products
 from steindiag.engine import progress as _progress
 from steindiag.engine.memory import available_memory
 from steindiag.engine.progress import make_progress
-from steindiag.methods.active_set import (
-    lawson_hanson,
-    matrix_free_kernel,
-    pivoted_cholesky,
-)
+from steindiag.methods.active_set import (lawson_hanson, matrix_free_kernel, pivoted_cholesky)
 
 # "auto" uses the exact active set with at most this many parameters (K_p is then
 # numerically low-rank and Frank-Wolfe needs hundreds of iterations per point: measured

@@ -4,26 +4,11 @@ import numpy as np
 import xarray as xr
 
 from steindiag._ksd import ksd
-from steindiag.plots._common import (
-    _chain_labels,
-    _check_dataset,
-    _check_template,
-    _draw_ksd_rows,
-    _ignore_aes,
-    _map_once,
-    _new_collection,
-    _new_figure,
-    _no_pc_kwargs,
-    _result_or_compute,
-    _ratio_text,
-    _readable_log_ticks,
-    _select,
-    _set_once,
-    _set_yticks,
-    _shown,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_chain_labels, _check_dataset, _check_template,
+                                     _draw_ksd_rows, _ignore_aes, _map_once, _new_collection,
+                                     _new_figure, _no_pc_kwargs, _result_or_compute, _ratio_text,
+                                     _readable_log_ticks, _select, _set_once, _set_yticks, _shown,
+                                     _use_arviz_plots, _visual_kwargs)
 
 _PLOT_CHAINS_VISUALS = ("ksd", "ksd_iid", "segment", "ratio")
 

@@ -8,22 +8,10 @@ import xarray as xr
 
 from steindiag._validate import check_probability
 from steindiag.control_variates import control_variates
-from steindiag.plots._common import (
-    _check_template,
-    _ignore_aes,
-    _map_once,
-    _new_collection,
-    _new_figure,
-    _no_pc_kwargs,
-    _parameter_label,
-    _plain_kwargs,
-    _result_or_compute,
-    _set_once,
-    _set_yticks,
-    _shown,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_template, _ignore_aes, _map_once, _new_collection,
+                                     _new_figure, _no_pc_kwargs, _parameter_label, _plain_kwargs,
+                                     _result_or_compute, _set_once, _set_yticks, _shown,
+                                     _use_arviz_plots, _visual_kwargs)
 
 _VISUALS = ("plain", "cv", "reduction", "zero")
 _NEEDED = ("mean", "sd", "mcse_mean", "mean_cv", "mcse_mean_cv", "variance_reduction",

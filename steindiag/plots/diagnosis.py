@@ -4,37 +4,14 @@ import numpy as np
 import xarray as xr
 
 from steindiag._diagnose import diagnose
-from steindiag.plots._diagnosis_layout import (
-    _ATTRIBUTION_TITLE,
-    _KSD_TITLE,
-    _attribution_sizes,
-    _check_diagnosis,
-    _is_diagnosis,
-    _layout,
-    _p_limits,
-    _pvalue_title,
-    _x_limits,
-)
-from steindiag.plots._common import (
-    _check_template,
-    _draw_ksd_rows,
-    _ignore_aes,
-    _map_once,
-    _new_collection,
-    _new_panels,
-    _no_pc_kwargs,
-    _plain_kwargs,
-    _ratio_text,
-    _readable_log_ticks,
-    _result_or_compute,
-    _set_once,
-    _set_yticks,
-    _shown,
-    _suptitle,
-    _use_arviz_plots,
-    _verdict_color,
-    _visual_kwargs,
-)
+from steindiag.plots._diagnosis_layout import (_ATTRIBUTION_TITLE, _KSD_TITLE, _attribution_sizes,
+                                               _check_diagnosis, _is_diagnosis, _layout, _p_limits,
+                                               _pvalue_title, _x_limits)
+from steindiag.plots._common import (_check_template, _draw_ksd_rows, _ignore_aes, _map_once,
+                                     _new_collection, _new_panels, _no_pc_kwargs, _plain_kwargs,
+                                     _ratio_text, _readable_log_ticks, _result_or_compute,
+                                     _set_once, _set_yticks, _shown, _suptitle, _use_arviz_plots,
+                                     _verdict_color, _visual_kwargs)
 
 _VISUALS = ("ksd", "ksd_iid", "segment", "pvalue", "level", "attribution", "ratio", "title", "legend")
 def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=None,

@@ -5,21 +5,10 @@ import xarray as xr
 
 from steindiag._mmd import mmd
 from steindiag._validate import check_probability
-from steindiag.plots._common import (
-    _check_bool,
-    _check_template,
-    _map_once,
-    _new_collection,
-    _new_figure,
-    _no_pc_kwargs,
-    _plain_kwargs,
-    _result_or_compute,
-    _set_once,
-    _set_yticks,
-    _shown,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_bool, _check_template, _map_once, _new_collection,
+                                     _new_figure, _no_pc_kwargs, _plain_kwargs, _result_or_compute,
+                                     _set_once, _set_yticks, _shown, _use_arviz_plots,
+                                     _visual_kwargs)
 
 _VISUALS = ("cells", "labels", "flags", "title")
 

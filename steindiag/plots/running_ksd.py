@@ -4,22 +4,10 @@ import numpy as np
 import xarray as xr
 
 from steindiag._ksd import ksd_path
-from steindiag.plots._common import (
-    _chain_labels,
-    _check_dataset,
-    _check_template,
-    _ignore_aes,
-    _map_once,
-    _new_collection,
-    _new_figure,
-    _no_pc_kwargs,
-    _result_or_compute,
-    _select,
-    _set_once,
-    _shown,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_chain_labels, _check_dataset, _check_template, _ignore_aes,
+                                     _map_once, _new_collection, _new_figure, _no_pc_kwargs,
+                                     _result_or_compute, _select, _set_once, _shown,
+                                     _use_arviz_plots, _visual_kwargs)
 
 _PLOT_KSD_VISUALS = ("ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled", "guide", "legend")
 _KSD_LABEL = "KSD (square root of the V-statistic)"

@@ -5,17 +5,9 @@ import xarray as xr
 
 from steindiag._validate import evaluate_score_callable
 from steindiag.kernels import make_kernel
-from steindiag.plots._common import (
-    _check_bool,
-    _check_template,
-    _ignore_aes,
-    _map_once,
-    _new_collection,
-    _no_pc_kwargs,
-    _shown,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_bool, _check_template, _ignore_aes, _map_once,
+                                     _new_collection, _no_pc_kwargs, _shown, _use_arviz_plots,
+                                     _visual_kwargs)
 
 _VISUALS = ("terms", "stein_kernel", "zero", "y", "legend")
 

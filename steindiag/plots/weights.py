@@ -8,19 +8,9 @@ import xarray as xr
 
 from steindiag.inputs._columns import read_columns, read_weights
 from steindiag.outputs.thinning import SteinThinning
-from steindiag.plots._common import (
-    _check_template,
-    _ignore_aes,
-    _map_once,
-    _new_collection,
-    _new_panels,
-    _no_pc_kwargs,
-    _parameter_label,
-    _plain_kwargs,
-    _shown,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_template, _ignore_aes, _map_once, _new_collection,
+                                     _new_panels, _no_pc_kwargs, _parameter_label, _plain_kwargs,
+                                     _shown, _use_arviz_plots, _visual_kwargs)
 from steindiag.thinning import stein_thin
 from steindiag.weights import stein_weights
 
