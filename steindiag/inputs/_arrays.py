@@ -10,13 +10,8 @@ Data flow::
 import numpy as np
 
 from steindiag._containers import ARRAY_LAYOUTS, apply_layout, array_sample_dims
-from steindiag._validate import (
-    as_draws_array,
-    evaluate_score_callable,
-    real_array,
-    warn_if_low_precision,
-    warn_user,
-)
+from steindiag._validate import (as_draws_array, evaluate_score_callable, real_array,
+                                 warn_if_low_precision, warn_user)
 from steindiag.inputs._labels import array_labels
 
 __all__ = ["array_layout", "raw_array", "read_array_draws", "check_array_score", "array_scores"]

@@ -22,13 +22,8 @@ import xarray as xr
 
 from steindiag._types import Origin, PendingInput
 from steindiag._validate import warn_user
-from steindiag.inputs._differences import (
-    DERIVED_TOLERANCE,
-    central_differences,
-    check_score,
-    difference_error,
-    difference_steps,
-)
+from steindiag.inputs._differences import (DERIVED_TOLERANCE, central_differences, check_score,
+                                           difference_error, difference_steps)
 from steindiag.inputs._functions import ScoreSource
 from steindiag.inputs._trace import read_trace
 

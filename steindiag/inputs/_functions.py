@@ -86,11 +86,7 @@ def log_density_values(log_density, model, draws, *, batched=True, chain=None, d
             )
         values = _pymc.model_log_density(model, _pymc.model_layout(model), flat, mode=mode)
     elif callable(log_density):
-        if batched:
-            values = real_array(log_density(flat.copy()), "the output of log_density")
-        else:
-            values = real_array([log_density(row.copy()) for row in flat],
-                                "the output of log_density")
+        values = _call_log_density(log_density, flat, batched)
         if values.shape not in ((flat.shape[0],), (flat.shape[0], 1)):
             raise ValueError(
                 f"log_density returned shape {values.shape} for {flat.shape[0]} draws; "
@@ -104,16 +100,16 @@ def log_density_values(log_density, model, draws, *, batched=True, chain=None, d
     return values
 
 
+def _call_log_density(log_density, points, batched):
+    """A log-density callable at (n, d) ``points`` (copied: never modified), as float64."""
+    if batched:
+        return real_array(log_density(points.copy()), "the output of log_density")
+    return real_array([log_density(row.copy()) for row in points], "the output of log_density")
+
+
 def _batched_log_density(log_density, batched):
     """A log-density callable as (n, d) -> (n,) float64 (points copied: never modified)."""
-    def evaluate(points):
-        if batched:
-            values = real_array(log_density(points.copy()), "the output of log_density")
-        else:
-            values = real_array([log_density(row.copy()) for row in points],
-                                "the output of log_density")
-        return values.reshape(-1)
-    return evaluate
+    return lambda points: _call_log_density(log_density, points, batched).reshape(-1)
 
 
 @dataclass(kw_only=True)

@@ -29,7 +29,7 @@ from steindiag.inputs._functions import ScoreSource
 from steindiag.inputs._trace import read_labelled
 
 __all__ = ["JaxTarget", "is_jax_input", "is_position_pytree", "read_jax", "derived_input",
-           "require_jax", "x64"]
+           "require_jax", "x64", "in_chunks", "split_blocks", "check_no_compile_mode"]
 
 # Draws per evaluation of a JAX function: memory O(CHUNK x the function's intermediates).
 # Inputs are padded to a whole chunk (or to SMALL_CHUNK for the few points of a search),
@@ -128,20 +128,10 @@ class JaxTarget:
 
     def _evaluate(self, function, points):
         points = np.asarray(points, dtype=np.float64)
-        single = points.ndim == 1
         flat = points.reshape(-1, self.d)
         n = flat.shape[0]
-        size = SMALL_CHUNK if n <= SMALL_CHUNK else CHUNK
-        pieces = []
-        with x64():
-            for start in range(0, n, size):
-                block = flat[start:start + size]
-                rows = block.shape[0]
-                if rows < size:
-                    block = np.concatenate([block, np.repeat(block[-1:], size - rows, axis=0)])
-                pieces.append(np.asarray(function(block), dtype=np.float64)[:rows])
-        out = np.concatenate(pieces) if pieces else np.empty((0,))
-        return out[0] if single else out
+        out = in_chunks(function, flat, n, SMALL_CHUNK if n <= SMALL_CHUNK else CHUNK)
+        return out[0] if points.ndim == 1 else out
 
     def score(self, points):
         """grad log p at an (n, d) batch (or one (d,) vector)."""
@@ -150,6 +140,37 @@ class JaxTarget:
     def log_density(self, points):
         """log p at an (n, d) batch, shape (n,) (or a float for one (d,) vector)."""
         return self._evaluate(self._value, points)
+
+
+def in_chunks(function, inputs, n, size=CHUNK):
+    """``function`` (a ``jax.jit`` of a ``jax.vmap``) on the ``n`` rows of ``inputs`` (an
+    array, or a dict of arrays), ``size`` rows at a time with 64-bit types, the last chunk
+    padded with copies of its last row (one compilation per size); its outputs (an array,
+    or a dict of arrays) as float64, concatenated."""
+    def rows_of(value, start, rows):
+        block = value[start:start + size]
+        return block if rows == size else np.concatenate(
+            [block, np.repeat(block[-1:], size - rows, axis=0)])
+
+    pieces = []
+    with x64():
+        for start in range(0, n, size):
+            rows = min(size, n - start)
+            out = function({name: rows_of(value, start, rows) for name, value in inputs.items()}
+                           if isinstance(inputs, dict) else rows_of(inputs, start, rows))
+            pieces.append({name: np.asarray(value, dtype=np.float64)[:rows]
+                           for name, value in out.items()} if isinstance(out, dict)
+                          else np.asarray(out, dtype=np.float64)[:rows])
+    if pieces and isinstance(pieces[0], dict):
+        return {name: np.concatenate([piece[name] for piece in pieces]) for name in pieces[0]}
+    return np.concatenate(pieces) if pieces else np.empty((0,))
+
+
+def split_blocks(shapes):
+    """flat (d,) vector -> its consecutive blocks, reshaped to ``shapes`` (C order)."""
+    bounds = np.cumsum([0, *(int(np.prod(shape, dtype=np.int64)) for shape in shapes)])
+    return lambda flat: [flat[bounds[k]:bounds[k + 1]].reshape(shape)
+                         for k, shape in enumerate(shapes)]
 
 
 def check_traceable(log_density, example, name="log_density"):
@@ -244,15 +265,8 @@ def pytree_unravel(treedef, shapes):
     """Flat (d,) vector -> the pytree (leaves in JAX's flattening order, C order each)."""
     import jax
 
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
-    bounds = np.cumsum([0, *sizes])
-
-    def unravel(flat):
-        leaves = [flat[bounds[k]:bounds[k + 1]].reshape(shape)
-                  for k, shape in enumerate(shapes)]
-        return jax.tree_util.tree_unflatten(treedef, leaves)
-
-    return unravel
+    split = split_blocks(shapes)
+    return lambda flat: jax.tree_util.tree_unflatten(treedef, split(flat))
 
 
 # --------------------------------------------------------------------------------------
@@ -260,14 +274,19 @@ def pytree_unravel(treedef, shapes):
 # --------------------------------------------------------------------------------------
 
 
-def _jax_input_iv(data, model, score, log_density, var_names, coords, compile_mode,
-                  is_pytree):
+def check_no_compile_mode(compile_mode):
+    """compile_mode is PyTensor's: refused for the inputs JAX compiles."""
     if compile_mode is not None:
         raise TypeError(
             "compile_mode chooses how a PyMC model's graph is compiled; with a numpyro MCMC "
             "or a JAX log density nothing is compiled by PyTensor (JAX compiles with "
             f"jax.jit). Drop compile_mode (got {compile_mode!r})."
         )
+
+
+def _jax_input_iv(data, model, score, log_density, var_names, coords, compile_mode,
+                  is_pytree):
+    check_no_compile_mode(compile_mode)
     if is_pytree:
         if score is not None:
             raise TypeError(

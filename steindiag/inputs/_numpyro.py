@@ -21,7 +21,8 @@ import numpy as np
 import xarray as xr
 
 from steindiag._containers import container_kind, get_group, group_names
-from steindiag.inputs._jax import CHUNK, JaxTarget, derived_input, require_jax, x64
+from steindiag.inputs._jax import (JaxTarget, check_no_compile_mode, derived_input, in_chunks,
+                                   require_jax, split_blocks, x64)
 from steindiag.inputs._trace import read_labelled
 
 __all__ = ["is_numpyro_mcmc", "read_numpyro", "numpyro_trace", "as_numpyro_trace"]
@@ -167,17 +168,7 @@ def _unconstrain(model, args, kwargs, constrained, n):
     with x64():
         transform = jax.jit(jax.vmap(lambda params: unconstrain_fn(model, args, kwargs,
                                                                    params)))
-        pieces = {name: [] for name in constrained}
-        for start in range(0, n, CHUNK):
-            block = {name: value[start:start + CHUNK] for name, value in constrained.items()}
-            rows = min(CHUNK, n - start)
-            if rows < CHUNK:   # pad to one chunk size: one compilation
-                block = {name: np.concatenate([value, np.repeat(value[-1:], CHUNK - rows, 0)])
-                         for name, value in block.items()}
-            out = transform(block)
-            for name in constrained:
-                pieces[name].append(np.asarray(out[name], dtype=np.float64)[:rows])
-    return {name: np.concatenate(blocks) for name, blocks in pieces.items()}
+    return in_chunks(transform, constrained, n)
 
 
 def read_numpyro(data, model, *, score, log_density, group, var_names, coords, sample_dims,
@@ -190,12 +181,7 @@ def read_numpyro(data, model, *, score, log_density, group, var_names, coords, s
             "potential_energy: score= and log_density= must be None (got "
             f"{'score' if score is not None else 'log_density'})."
         )
-    if compile_mode is not None:
-        raise TypeError(
-            "compile_mode chooses how a PyMC model's graph is compiled; with a numpyro MCMC "
-            "or a JAX log density nothing is compiled by PyTensor (JAX compiles with "
-            f"jax.jit). Drop compile_mode (got {compile_mode!r})."
-        )
+    check_no_compile_mode(compile_mode)
     mcmc = data if is_numpyro_mcmc(data) else model
     if is_numpyro_mcmc(data) and model is not None:
         raise TypeError(
@@ -314,14 +300,8 @@ def _unconstrained_dataset(model, args, kwargs, sites, posterior):
 
 def _unflatten(names, shapes):
     """flat vector -> {site: its block, reshaped}: sites in ``names`` order, C order."""
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
-    bounds = np.cumsum([0, *sizes])
-
-    def unflatten(flat):
-        return {name: flat[bounds[k]:bounds[k + 1]].reshape(shapes[k])
-                for k, name in enumerate(names)}
-
-    return unflatten
+    split = split_blocks(shapes)
+    return lambda flat: dict(zip(names, split(flat)))
 
 
 def _log_density(model, args, kwargs, names, shapes):
@@ -351,19 +331,10 @@ def _constrain_function(model, args, kwargs, names, shapes):
 
     def constrain(points):
         points = np.asarray(points, dtype=np.float64)
-        pieces = {}
         with x64():
             if not transform:
                 transform.append(jax.jit(jax.vmap(one)))
-            for start in range(0, points.shape[0], CHUNK):
-                block = points[start:start + CHUNK]
-                rows = block.shape[0]
-                if rows < CHUNK:   # pad to one chunk size: one compilation
-                    block = np.concatenate([block, np.repeat(block[-1:], CHUNK - rows, 0)])
-                for name, value in transform[0](block).items():
-                    pieces.setdefault(name, []).append(
-                        np.asarray(value, dtype=np.float64)[:rows])
-        return {name: np.concatenate(blocks) for name, blocks in pieces.items()}
+        return in_chunks(transform[0], points, points.shape[0])
 
     return constrain
 

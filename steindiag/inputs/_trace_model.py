@@ -83,21 +83,21 @@ def as_trace(data, model=None):
 
 def nutpie_stats(data, stats_group, coords, sample_dims, chain, draw):
     """nutpie's stored unconstrained draws / gradients (DataArrays), when present."""
-    if stats_group is None:
-        return None, None
-    stats = get_group(data, stats_group)
+    stats = None if stats_group is None else get_group(data, stats_group)
     if stats is None or NUTPIE_GRADIENT not in stats.data_vars:
         return None, None
-    stats = select(stats, coords, f"group {stats_group!r}")
-    stats, pair = with_sample_dims(stats, sample_dims, f"group {stats_group!r}")
-    stats = aligned(stats, chain, draw, pair, f"group {stats_group!r}")
-    out = []
-    for name in (NUTPIE_DRAW, NUTPIE_GRADIENT):
-        if name in stats.data_vars and stats[name].ndim == 3:
-            out.append(stats[name].transpose(*pair, ...))
-        else:
-            out.append(None)
-    return out[0], out[1]
+    stats, pair = _aligned_group(stats, stats_group, coords, sample_dims, chain, draw)
+    return tuple(stats[name].transpose(*pair, ...)
+                 if name in stats.data_vars and stats[name].ndim == 3 else None
+                 for name in (NUTPIE_DRAW, NUTPIE_GRADIENT))
+
+
+def _aligned_group(dataset, name, coords, sample_dims, chain, draw):
+    """A group that goes with the draws (its ``name``): selected by ``coords``, aligned on
+    the draws' (chain, draw) coordinates; and its (chain, draw) dims."""
+    what = f"group {name!r}"
+    dataset, pair = with_sample_dims(select(dataset, coords, what), sample_dims, what)
+    return aligned(dataset, chain, draw, pair, what), pair
 
 
 def written_by_add_scores(gradient):
@@ -308,16 +308,10 @@ def model_draws(data, model, posterior, pair, chain, draw, *, coords, group, sam
                  chunk_size, compile_mode):
     layout = _pymc.model_layout(model)
     unconstrained_group, stats_group = COMPANION_GROUPS.get(group, (None, None))
-    unconstrained = None
-    if unconstrained_group is not None:
-        unconstrained = get_group(data, unconstrained_group)
-        if unconstrained is not None:
-            unconstrained = select(unconstrained, coords, f"group {unconstrained_group!r}")
-            unconstrained, upair = with_sample_dims(
-                unconstrained, sample_dims, f"group {unconstrained_group!r}"
-            )
-            unconstrained = aligned(unconstrained, chain, draw, upair,
-                                     f"group {unconstrained_group!r}")
+    unconstrained = None if unconstrained_group is None else get_group(data, unconstrained_group)
+    if unconstrained is not None:
+        unconstrained, _ = _aligned_group(unconstrained, unconstrained_group, coords,
+                                          sample_dims, chain, draw)
     nutpie_draw, nutpie_gradient = nutpie_stats(data, stats_group, coords, sample_dims,
                                                  chain, draw)
     vector_labels = nutpie_labels(layout)

@@ -9,14 +9,7 @@ Every function that takes ``kernel=`` accepts the name (``"imq"``, ``"gaussian"`
 - ``_stein``: Numba, the Langevin Stein kernel of each base kernel, pair by pair.
 """
 
-from steindiag.kernels.base import (
-    IMQ,
-    KERNELS,
-    BaseKernel,
-    Gaussian,
-    Matern32,
-    Matern52,
-    make_kernel,
-)
+from steindiag.kernels.base import (IMQ, KERNELS, BaseKernel, Gaussian, Matern32, Matern52,
+                                    make_kernel)
 
 __all__ = ["BaseKernel", "IMQ", "Gaussian", "Matern32", "Matern52", "KERNELS", "make_kernel"]

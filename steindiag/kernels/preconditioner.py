@@ -301,24 +301,29 @@ def _check_kernel_scale(pre, preconditioner, pooled_draws, parameter):
         )
 
 
-def _resolve(preconditioner, pooled_draws, parameter):
+def _name_or_lambda(preconditioner):
+    """A preconditioner's name (one of ``PRECONDITIONERS``) or its Lambda as a float array."""
     if isinstance(preconditioner, str):
-        try:
-            builder = PRECONDITIONERS[preconditioner]
-        except KeyError:
+        if preconditioner not in PRECONDITIONERS:
             raise ValueError(
                 f"preconditioner must be one of {sorted(PRECONDITIONERS)} or an array "
                 f"(Lambda); got {preconditioner!r}."
-            ) from None
-        return builder(pooled_draws, parameter)
-    d = pooled_draws.shape[1]
+            )
+        return preconditioner
     try:
-        lam = np.asarray(preconditioner, dtype=np.float64)
+        return np.asarray(preconditioner, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(
             "preconditioner must be a string or an array of floats (Lambda); got "
             f"{type(preconditioner).__name__}."
         ) from None
+
+
+def _resolve(preconditioner, pooled_draws, parameter):
+    lam = _name_or_lambda(preconditioner)
+    if isinstance(lam, str):
+        return PRECONDITIONERS[lam](pooled_draws, parameter)
+    d = pooled_draws.shape[1]
     if not np.all(np.isfinite(lam)):
         raise ValueError("preconditioner array must be finite.")
     if lam.ndim == 0:
@@ -353,20 +358,9 @@ def check_preconditioner(preconditioner):
     against the number of parameters by :func:`make_preconditioner`, once the draws
     are read (before any score is evaluated).
     """
-    if isinstance(preconditioner, str):
-        if preconditioner not in PRECONDITIONERS:
-            raise ValueError(
-                f"preconditioner must be one of {sorted(PRECONDITIONERS)} or an array "
-                f"(Lambda); got {preconditioner!r}."
-            )
+    lam = _name_or_lambda(preconditioner)
+    if isinstance(lam, str):
         return
-    try:
-        lam = np.asarray(preconditioner, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(
-            "preconditioner must be a string or an array of floats (Lambda); got "
-            f"{type(preconditioner).__name__}."
-        ) from None
     if lam.ndim > 2:
         raise ValueError(
             f"preconditioner array must be 0-D, 1-D or 2-D; got {lam.ndim} dimensions."

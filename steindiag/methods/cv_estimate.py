@@ -17,16 +17,10 @@ import numpy as np
 
 from steindiag.engine.threads import single_threaded_blas
 from steindiag.kernels.preconditioner import make_preconditioner
-from steindiag.methods.control_variates import (
-    KERNEL_GRID,
-    RIDGE_GRID,
-    fold_labels,
-    kernel_cross_fit,
-    n_coefficients,
-    polynomial_design,
-    ridge_cross_fit,
-    transform_controls,
-)
+from steindiag.methods.control_variates import (KERNEL_GRID, RIDGE_GRID, fold_labels,
+                                                kernel_cross_fit, n_coefficients,
+                                                polynomial_design, ridge_cross_fit,
+                                                transform_controls)
 from steindiag.methods.cv_checks import PREMISE_LEVEL, PremiseCheck, premise_check
 from steindiag.stats.mcse import mcse_mean
 

@@ -29,6 +29,18 @@ _FD_STEP = 1e-5
 _LINEARITY_RTOL = 1e-8
 
 
+def _central_differences(function, theta):
+    """d function / d theta_a by central differences, stacked along a last axis a."""
+    columns = []
+    for a in range(theta.size):
+        step = _FD_STEP * max(1.0, abs(theta[a]))
+        plus, minus = theta.copy(), theta.copy()
+        plus[a] += step
+        minus[a] -= step
+        columns.append((function(plus) - function(minus)) / (2.0 * step))
+    return np.stack(columns, axis=-1)
+
+
 class KSDObjective:
     """KSD^2_U(theta), its gradient and the pieces of its standard error.
 
@@ -123,13 +135,7 @@ class KSDObjective:
             if not np.all(np.isfinite(jac)):
                 raise ValueError("score_jacobian returned non-finite values.")
         else:
-            jac = np.empty((self.n, self.d, k))
-            for a in range(k):
-                step = _FD_STEP * max(1.0, abs(theta[a]))
-                plus, minus = theta.copy(), theta.copy()
-                plus[a] += step
-                minus[a] -= step
-                jac[:, :, a] = (self.scores(plus) - self.scores(minus)) / (2.0 * step)
+            jac = _central_differences(self.scores, theta)
         return np.stack([self.to_kernel(jac[:, :, a]) for a in range(k)], axis=2)
 
     def value_and_gradient(self, theta):
@@ -142,20 +148,14 @@ class KSDObjective:
 
     def row_sum_gradients(self, theta):
         """d/d theta of r_i = sum_(j != i) k_p(x_i, x_j), (n, k), by central differences."""
-        k = theta.size
-        out = np.empty((self.n, k))
-        for a in range(k):
-            step = _FD_STEP * max(1.0, abs(theta[a]))
-            rows = []
-            for sign in (1.0, -1.0):
-                shifted = theta.copy()
-                shifted[a] += sign * step
-                points = KernelPoints(self.x, self.scores(shifted), self.pre,
-                                      IMQ(c=self.c, beta=self.beta))
-                rows.append(points.matvec(np.ones(self.n)) - points.diagonal)
-                self.passed()
-            out[:, a] = (rows[0] - rows[1]) / (2.0 * step)
-        return out
+        def row_sums(shifted):
+            points = KernelPoints(self.x, self.scores(shifted), self.pre,
+                                  IMQ(c=self.c, beta=self.beta))
+            sums = points.matvec(np.ones(self.n)) - points.diagonal
+            self.passed()
+            return sums
+
+        return _central_differences(row_sums, theta)
 
 
 def linear_pieces(objective, theta0):
@@ -219,15 +219,7 @@ def numerical_fit(objective, theta0, bounds, max_iter, options):
     result = minimize(objective.value_and_gradient, theta0, jac=True, method="L-BFGS-B",
                       bounds=bounds, options=settings)
     theta = np.asarray(result.x, dtype=np.float64)
-    k = theta.size
-    hessian = np.empty((k, k))
-    for a in range(k):
-        step = _FD_STEP * max(1.0, abs(theta[a]))
-        plus, minus = theta.copy(), theta.copy()
-        plus[a] += step
-        minus[a] -= step
-        hessian[:, a] = (objective.value_and_gradient(plus)[1]
-                         - objective.value_and_gradient(minus)[1]) / (2.0 * step)
+    hessian = _central_differences(lambda t: objective.value_and_gradient(t)[1], theta)
     return theta, 0.5 * (hessian + hessian.T), result
 
 

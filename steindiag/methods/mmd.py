@@ -22,15 +22,9 @@ from steindiag.engine.multi_products import base_kernel_unit_sums
 from steindiag.engine.permutations import within_sums
 from steindiag.engine.progress import CONSERVATIVE_FLOPS, progress_bar
 from steindiag.methods.agreement import streamed_agreement, unit_row_sums
-from steindiag.stats.mmd import (
-    agreement_statistic,
-    auto_block_length,
-    block_units,
-    far_pair_sums,
-    mmd2_from_sums,
-    permutation_pvalue,
-    split_statistic,
-)
+from steindiag.stats.mmd import (agreement_statistic, auto_block_length, block_units,
+                                 far_pair_sums, mmd2_from_sums, permutation_pvalue,
+                                 split_statistic)
 
 __all__ = ["TESTS", "MIN_BLOCKS", "DENSE_MAX_UNITS", "Blocks", "MMDResult", "drop_constant",
            "plan_blocks", "unit_kernel_sums", "agreement_pvalue", "mmd_tests",

@@ -16,11 +16,7 @@ from steindiag.engine import products as _stein_products
 from steindiag.engine import progress as _progress
 from steindiag.engine.memory import available_memory
 from steindiag.engine.progress import make_progress
-from steindiag.methods.active_set import (
-    lawson_hanson,
-    matrix_free_kernel,
-    pivoted_cholesky,
-)
+from steindiag.methods.active_set import (lawson_hanson, matrix_free_kernel, pivoted_cholesky)
 
 # "auto" uses the exact active set with at most this many parameters (K_p is then
 # numerically low-rank and Frank-Wolfe needs hundreds of iterations per point: measured
@@ -278,22 +274,9 @@ def _solve_blocks(points, *, tol, max_iter, memory_limit, progress=None):
     floor = max(_rounding_floor(points), _IID_TOL * _iid_floor2(points))
     if max_iter is None:
         max_iter = 50 * n + 10_000
-    fw_bar = make_progress(progress, max_iter, 1e-8 * float(n) ** 2,
-                           desc="stein_weights (Frank-Wolfe polish, stops at convergence)")
-    iterations = 0
-    try:
-        for _ in range(_FW_MAX_REFRESH + 1):
-            objective = float(weights @ gradient)
-            if 2.0 * (objective - float(gradient.min())) > tol * objective + floor:
-                iterations += _run_frank_wolfe(points, weights, gradient, tol, floor,
-                                               max_iter - iterations, fw_bar)
-            weights /= weights.sum()
-            objective, gap, gradient = _certify(points, weights)
-            if _met(gap, objective, tol, floor) or iterations >= max_iter:
-                break
-    finally:
-        if fw_bar is not None:
-            fw_bar.close()
+    objective, gap, iterations = _polish(
+        points, weights, gradient, tol, floor, max_iter, progress,
+        "stein_weights (Frank-Wolfe polish, stops at convergence)", skip_when_met=True)
     if not _met(gap, objective, tol, floor):
         raise SteinWeightsError(
             f"stein_weights: {n_blocks} exact block solutions, combined and polished by "
@@ -384,38 +367,45 @@ def _solve_dense(points, *, tol, max_iter, memory_limit):
                      floor=floor, iterations=iterations, converged=True, status=status_name)
 
 
+def _polish(points, weights, gradient, tol, floor, max_iter, progress, desc, *,
+            skip_when_met):
+    """Frank-Wolfe from ``weights`` (updated in place; ``gradient`` = K_p weights), its
+    gradient refreshed from exact products up to ``_FW_MAX_REFRESH`` times, until the
+    certified rule holds or ``max_iter`` iterations are done (``skip_when_met``: no
+    iteration while the running gap already meets the rule). Returns the certified
+    (objective, gap) and the iterations. A bar over the iteration budget, closed early at
+    convergence: shown when asked, or (progress=None) when interactive and the solve is
+    expected to be long (~N^2 1e-8 s)."""
+    bar = make_progress(progress, max_iter, 1e-8 * float(points.n) ** 2, desc=desc)
+    iterations = 0
+    try:
+        for _ in range(_FW_MAX_REFRESH + 1):
+            objective = float(weights @ gradient)
+            if not skip_when_met or (2.0 * (objective - float(gradient.min()))
+                                     > tol * objective + floor):
+                iterations += _run_frank_wolfe(points, weights, gradient, tol, floor,
+                                               max_iter - iterations, bar)
+            weights /= weights.sum()
+            objective, gap, gradient = _certify(points, weights)
+            if _met(gap, objective, tol, floor) or iterations >= max_iter:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    return objective, gap, iterations
+
+
 def _solve_frank_wolfe(points, *, tol, max_iter, progress=None):
     n = points.n
     if max_iter is None:
         max_iter = 50 * n + 10_000
-    # A bar over the iteration budget; it closes early at convergence. Shown when asked, or
-    # (progress=None) when interactive and the solve is expected to be long (~N^2 1e-8 s).
-    bar = make_progress(progress, max_iter, 1e-8 * float(n) ** 2,
-                        desc="stein_weights (Frank-Wolfe iterations, stops at convergence)")
-    try:
-        return _frank_wolfe_iterations(points, tol, max_iter, bar)
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _frank_wolfe_iterations(points, tol, max_iter, bar):
-    n = points.n
     floor = _rounding_floor(points)
     weights = np.full(n, 1.0 / n)
     gradient = points.matvec(weights)
     ksd2_uniform = float(gradient.mean())
-    iterations = 0
-    objective, gap = ksd2_uniform, np.inf
-    for _ in range(_FW_MAX_REFRESH + 1):
-        remaining = max_iter - iterations
-        if remaining > 0:
-            iterations += _run_frank_wolfe(points, weights, gradient, tol, floor, remaining,
-                                           bar)
-        weights /= weights.sum()
-        objective, gap, gradient = _certify(points, weights)
-        if _met(gap, objective, tol, floor) or iterations >= max_iter:
-            break
+    objective, gap, iterations = _polish(
+        points, weights, gradient, tol, floor, max_iter, progress,
+        "stein_weights (Frank-Wolfe iterations, stops at convergence)", skip_when_met=False)
     if not _met(gap, objective, tol, floor):
         raise SteinWeightsError(
             f"stein_weights: pairwise Frank-Wolfe did not converge in {iterations} "

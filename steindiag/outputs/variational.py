@@ -7,7 +7,8 @@ import numpy as np
 import xarray as xr
 
 from steindiag._attrs import provenance
-from steindiag._containers import container_kind, get_group, group_names, select, with_sample_dims
+from steindiag._containers import (container_kind, get_group, group_dataset, group_names, select,
+                                   with_sample_dims)
 from steindiag._validate import warn_user
 from steindiag.methods.variational import (ADAGRAD_ALPHA, ADAGRAD_FUDGE, ADAM_BETA1,
                                            ADAM_BETA2, ADAM_FUDGE)
@@ -110,14 +111,7 @@ def _netcdf(value):
 
 def _posterior_for_output(data, group, coords, sample_dims):
     """The group as the input layer saw it: selected by coords, with (chain, draw) dims."""
-    kind = container_kind(data)
-    if kind == "dataset":
-        posterior = data
-    elif kind == "datatree" and not data.children and data.has_data:
-        posterior = data.to_dataset()
-    else:
-        posterior = get_group(data, group)
-    posterior = select(posterior, coords, f"group {group!r}")
+    posterior = select(group_dataset(data, group), coords, f"group {group!r}")
     return with_sample_dims(posterior, sample_dims, f"group {group!r}")
 
 

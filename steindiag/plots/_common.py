@@ -56,14 +56,20 @@ def _select(result, coords, name):
     return selected
 
 
-def _check_visuals(visuals, allowed):
-    if visuals is None:
+def _checked_dict(value, name, allowed):
+    """A copy of the dict ``value`` (None: an empty one), its keys among ``allowed``."""
+    if value is None:
         return {}
-    if not isinstance(visuals, dict):
-        raise TypeError(f"visuals must be a dict; got {type(visuals).__name__}.")
-    unknown = set(visuals) - set(allowed)
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict; got {type(value).__name__}.")
+    unknown = set(value) - set(allowed)
     if unknown:
-        raise ValueError(f"visuals keys must be among {list(allowed)}; got {sorted(unknown)}.")
+        raise ValueError(f"{name} keys must be among {list(allowed)}; got {sorted(unknown)}.")
+    return dict(value)
+
+
+def _check_visuals(visuals, allowed):
+    visuals = _checked_dict(visuals, "visuals", allowed)
     for key, value in visuals.items():
         if value is not False and value is not True and not isinstance(value, dict):
             raise TypeError(
@@ -139,6 +145,33 @@ def _new_figure(ax, figsize, default_size):
     return fig, ax, True
 
 
+def _new_panels(ax, n_panel, figsize, panels=""):
+    """A figure of ``n_panel`` axes side by side, or the ``ax`` given (as many axes)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, axes = plt.subplots(1, n_panel, layout="constrained", squeeze=False,
+                                 figsize=figsize)
+        return fig, axes.ravel()
+    axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
+    if axes.size != n_panel:
+        raise ValueError(f"ax must hold {n_panel} axes (one per panel{panels}); got "
+                         f"{axes.size}.")
+    return axes[0].figure, axes
+
+
+def _shown(figure, show):
+    """``figure`` (a matplotlib Figure or a PlotCollection), shown first if ``show``."""
+    if show:
+        if hasattr(figure, "viz"):   # a PlotCollection: its backend's show
+            figure.show()
+        else:
+            import matplotlib.pyplot as plt
+
+            plt.show()
+    return figure
+
+
 def _figure_kwargs(pc_kwargs, backend, figsize):
     """figure_kwargs for PlotCollection.wrap: our size, and room for outside legends."""
     figure_kwargs = dict(pc_kwargs.pop("figure_kwargs", None) or {})
@@ -157,6 +190,32 @@ def _readable_log_ticks(axis):
     axis.set_minor_formatter(NullFormatter())
 
 
+def _ratio_text(ratio):
+    return f"\u00d7{ratio:.1f}" if ratio < 10 else f"\u00d7{ratio:.0f}"
+
+
+def _draw_ksd_rows(ax, rows, ksd, floor, colors, gids, visuals, segment, ratio):
+    """matplotlib: per row, the segment from the i.i.d. floor to the KSD, the floor (a bar),
+    the KSD (a dot in the row's colour) and the ratio KSD / floor (text); ``segment`` and
+    ``ratio`` are the plot's defaults for those visuals. The x axis is made logarithmic."""
+    kw_segment = _visual_kwargs(visuals, "segment", segment)
+    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|", "markersize": 14,
+                                                  "markeredgewidth": 2, "linestyle": "none"})
+    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8, "linestyle": "none"})
+    kw_ratio = _visual_kwargs(visuals, "ratio", ratio)
+    for row, value, base, color, gid in zip(rows, ksd, floor, colors, gids):
+        if kw_segment is not None:
+            ax.plot([base, value], [row, row], **kw_segment)[0].set_gid(f"segment{gid}")
+        if kw_iid is not None:
+            ax.plot([base], [row], **kw_iid)[0].set_gid(f"ksd_iid{gid}")
+        if kw_ksd is not None:
+            ax.plot([value], [row], **{"color": color, **kw_ksd})[0].set_gid(f"ksd{gid}")
+        if kw_ratio is not None:
+            ax.text(max(value, base) * 1.12, row, _ratio_text(value / base),
+                    **kw_ratio).set_gid(f"ratio{gid}")
+    ax.set_xscale("log")
+
+
 def _no_pc_kwargs(pc_kwargs):
     if pc_kwargs:
         raise TypeError(
@@ -173,14 +232,7 @@ def _no_pc_kwargs(pc_kwargs):
 
 def _check_aes_by_visuals(aes_by_visuals, allowed):
     """A copy of ``aes_by_visuals`` (visual -> aesthetics), keys checked."""
-    if aes_by_visuals is None:
-        return {}
-    if not isinstance(aes_by_visuals, dict):
-        raise TypeError(f"aes_by_visuals must be a dict; got {type(aes_by_visuals).__name__}.")
-    unknown = set(aes_by_visuals) - set(allowed)
-    if unknown:
-        raise ValueError(f"aes_by_visuals keys must be among {list(allowed)}; got "
-                         f"{sorted(unknown)}.")
+    aes_by_visuals = _checked_dict(aes_by_visuals, "aes_by_visuals", allowed)
     for key, value in aes_by_visuals.items():
         if isinstance(value, str) or not np.iterable(value):
             raise TypeError(f"aes_by_visuals[{key!r}] must be a list of aesthetics such as "
@@ -195,16 +247,25 @@ def _ignore_aes(pc, aes_by_visuals, visual, default=()):
     return set(pc.aes_set).difference(used)
 
 
-def _check_stats(stats, allowed):
-    """A copy of ``stats`` (computation -> result or keyword arguments), keys checked."""
-    if stats is None:
-        return {}
-    if not isinstance(stats, dict):
-        raise TypeError(f"stats must be a dict; got {type(stats).__name__}.")
-    unknown = set(stats) - set(allowed)
-    if unknown:
-        raise ValueError(f"stats keys must be among {list(allowed)}; got {sorted(unknown)}.")
-    return dict(stats)
+def _check_template(allowed, stats_keys, visuals, aes_by_visuals, stats, ax, backend, show,
+                    plot_collection):
+    """The arguments of arviz-plots' template every plot shares, checked once:
+    ``visuals`` and ``aes_by_visuals`` (keys among ``allowed``), ``stats`` (computation ->
+    result or keyword arguments, keys among ``stats_keys``) as dicts, and the drawing
+    target; returns those three and ``show``."""
+    return (_check_visuals(visuals, allowed), _check_aes_by_visuals(aes_by_visuals, allowed),
+            _checked_dict(stats, "stats", stats_keys),
+            _check_target(ax, backend, show, plot_collection))
+
+
+def _map_once(pc, fun, name, data, **kwargs):
+    """``PlotCollection.map`` ignoring every aesthetic: one artist per plot."""
+    pc.map(fun, name, data=data, ignore_aes=set(pc.aes_set), **kwargs)
+
+
+def _set_once(pc, fun, name, data, **kwargs):
+    """An axes setting (scale, limits, ticks) once per plot, no artist stored."""
+    _map_once(pc, fun, name, data, store_artist=False, **kwargs)
 
 
 def _result_or_compute(data, stats, key, is_result, compute):
@@ -270,14 +331,20 @@ def _parameter_label(label, labeller):
     return labeller.make_label_flat(label, {}, {})
 
 
-def _new_collection(layout, *, backend, figsize, pc_kwargs, cols=None, aes=None):
-    """A PlotCollection wrapped on ``layout`` (our figure size, ``aes`` as defaults)."""
+def _new_collection(pc, layout, *, backend, figsize, pc_kwargs, cols=None, aes=None,
+                    default_aes=None):
+    """The caller's PlotCollection ``pc`` (then ``pc_kwargs``, which configure a new one,
+    must be empty), or a new one wrapped on ``layout``: our figure size, ``aes`` under the
+    caller's ``aes=``, or ``default_aes`` when the caller gives none."""
     from arviz_base import rcParams
     from arviz_plots import PlotCollection
 
+    if pc is not None:
+        _no_pc_kwargs(pc_kwargs)
+        return pc
     if backend is None:
         backend = rcParams["plot.backend"]
-    pc_kwargs = dict(pc_kwargs)
+    pc_kwargs = {"aes": default_aes, **pc_kwargs} if default_aes else dict(pc_kwargs)
     pc_kwargs["aes"] = {**(aes or {}), **(pc_kwargs.get("aes") or {})}
     pc_kwargs.setdefault("cols", cols if cols is not None else [])
     figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize)

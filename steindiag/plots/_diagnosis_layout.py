@@ -126,10 +126,6 @@ def _attribution(result):
     return largest
 
 
-def _ratio_text(ratio):
-    return f"\u00d7{ratio:.1f}" if ratio < 10 else f"\u00d7{ratio:.0f}"
-
-
 def _x_limits(values, pad_low=1.5, pad_high=2.2):
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values) & (values > 0)]

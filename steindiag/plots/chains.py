@@ -4,23 +4,11 @@ import numpy as np
 import xarray as xr
 
 from steindiag._ksd import ksd
-from steindiag.plots._common import (
-    _chain_labels,
-    _check_aes_by_visuals,
-    _check_dataset,
-    _check_stats,
-    _check_target,
-    _check_visuals,
-    _figure_kwargs,
-    _ignore_aes,
-    _labelled_result,
-    _new_figure,
-    _no_pc_kwargs,
-    _readable_log_ticks,
-    _select,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_chain_labels, _check_dataset, _check_template,
+                                     _draw_ksd_rows, _ignore_aes, _map_once, _new_collection,
+                                     _new_figure, _no_pc_kwargs, _labelled_result, _ratio_text,
+                                     _readable_log_ticks, _select, _set_once, _set_yticks, _shown,
+                                     _use_arviz_plots, _visual_kwargs)
 
 _PLOT_CHAINS_VISUALS = ("ksd", "ksd_iid", "segment", "ratio")
 
@@ -114,10 +102,9 @@ def plot_ksd_chains(result, *, coords=None, visuals=None, plot_collection=None, 
     ['chain 0', 'chain 1', 'chain 2', 'chain 3', 'pooled']
     >>> plt.close(fig)
     """
-    visuals = _check_visuals(visuals, _PLOT_CHAINS_VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _PLOT_CHAINS_VISUALS)
-    stats = _check_stats(stats, ("ksd",))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _PLOT_CHAINS_VISUALS, ("ksd",), visuals, aes_by_visuals, stats, ax, backend, show,
+        plot_collection)
     if isinstance(result, (np.ndarray, list, tuple)) and "ksd" not in stats:
         raise TypeError("result must be the xarray.Dataset returned by steindiag.ksd, or "
                         f"draws with stats={{'ksd': {{...}}}}; got {type(result).__name__}.")
@@ -142,10 +129,6 @@ def _chains_layout(result):
     return positions, pooled_position
 
 
-def _ratio_text(ratio):
-    return f"\u00d7{ratio:.1f}" if ratio < 10 else f"\u00d7{ratio:.0f}"
-
-
 def _xlabel_chains(n_final):
     tail = "" if n_final is None else f", n = {n_final} per chain"
     return f"KSD (dot) and i.i.d. floor (bar){tail}"
@@ -155,8 +138,6 @@ _CHAINS_TITLE = "Final KSD per chain (numbers: KSD / i.i.d. floor)"
 
 
 def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     positions, pooled_position = _chains_layout(result)
     fig, ax, _ = _new_figure(ax, figsize, (7.5, 1.6 + 0.4 * (len(positions) + 2)))
     ksd = np.append(result["ksd"].values, result["ksd_pooled"].values)
@@ -165,25 +146,9 @@ def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show)
     colors = [f"C{i % 10}" for i in range(len(positions))] + ["k"]
     gids = [f"[{chain}]" for chain in result["chain"].values] + ["_pooled"]
 
-    kw_segment = _visual_kwargs(visuals, "segment", {"color": "0.6", "linewidth": 1.2})
-    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|", "markersize": 14,
-                                                  "markeredgewidth": 2, "linestyle": "none"})
-    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8, "linestyle": "none"})
-    kw_ratio = _visual_kwargs(visuals, "ratio", {"fontsize": "small", "va": "center", "ha": "left"})
-    for i, (row, value, base) in enumerate(zip(rows, ksd, floor)):
-        if kw_segment is not None:
-            line, = ax.plot([base, value], [row, row], **kw_segment)
-            line.set_gid(f"segment{gids[i]}")
-        if kw_iid is not None:
-            line, = ax.plot([base], [row], **kw_iid)
-            line.set_gid(f"ksd_iid{gids[i]}")
-        if kw_ksd is not None:
-            line, = ax.plot([value], [row], **{"color": colors[i], **kw_ksd})
-            line.set_gid(f"ksd{gids[i]}")
-        if kw_ratio is not None:
-            text = ax.text(max(value, base) * 1.12, row, _ratio_text(value / base), **kw_ratio)
-            text.set_gid(f"ratio{gids[i]}")
-    ax.set_xscale("log")
+    _draw_ksd_rows(ax, rows, ksd, floor, colors, gids, visuals,
+                   segment={"color": "0.6", "linewidth": 1.2},
+                   ratio={"fontsize": "small", "va": "center", "ha": "left"})
     low, high = np.min(np.minimum(ksd, floor)), np.max(np.maximum(ksd, floor))
     ax.set_xlim(low / 1.5, high * 2.2)  # room for the ratio text
     _readable_log_ticks(ax.xaxis)
@@ -192,46 +157,18 @@ def _plot_chains_matplotlib(result, n_final, labels, visuals, ax, figsize, show)
     ax.axhline((pooled_position + positions[-1]) / 2, color="0.85", linewidth=0.8, zorder=0)
     ax.set_xlabel(_xlabel_chains(n_final))
     ax.set_title(_CHAINS_TITLE, fontsize="medium")
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_chains_collection(result, n_final, labels, pc, aes_by_visuals, visuals, figsize,
                             backend, show, pc_kwargs):
-    from arviz_base import rcParams
-    from arviz_plots import PlotCollection
-    from arviz_plots.plot_collection import backend_from_object
-    from arviz_plots.visuals import (
-        annotate_xy,
-        hline,
-        labelled_title,
-        labelled_x,
-        line_xy,
-        scatter_xy,
-        set_xscale,
-        set_xlim,
-        set_ylim,
-    )
-
-    def set_yticks(da, target, values, labels):
-        return backend_from_object(target).yticks(values, labels, target)
+    from arviz_plots.visuals import (annotate_xy, hline, labelled_title, labelled_x, line_xy,
+                                     scatter_xy, set_xlim, set_xscale, set_ylim)
 
     positions, pooled_position = _chains_layout(result)
-    if pc is None:
-        if backend is None:
-            backend = rcParams["plot.backend"]
-        pc_kwargs = dict(pc_kwargs)
-        pc_kwargs.setdefault("aes", {"color": ["chain"]})
-        figure_kwargs = _figure_kwargs(pc_kwargs, backend,
-                                       figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)))
-        pc = PlotCollection.wrap(
-            result[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs,
-            **pc_kwargs
-        )
-    else:
-        _no_pc_kwargs(pc_kwargs)
-    no_aes = set(pc.aes_set)
+    pc = _new_collection(pc, result[["ksd"]], backend=backend,
+                         figsize=figsize or (7.5, 1.6 + 0.4 * (len(positions) + 2)),
+                         pc_kwargs=pc_kwargs, default_aes={"color": ["chain"]})
 
     def ignore(key):
         # The chains' visuals use every aesthetic by default (one artist per chain).
@@ -249,49 +186,42 @@ def _plot_chains_collection(result, n_final, labels, pc, aes_by_visuals, visuals
         pc.map(line_xy, "segment", data=segment(ksd, floor, chain_rows).rename("segment"),
                ignore_aes=ignore("segment"), **kw)
         pooled_row = xr.DataArray(pooled_position)
-        pc.map(line_xy, "segment_pooled",
-               data=segment(ksd_pooled, floor_pooled, pooled_row).rename("segment_pooled"),
-               ignore_aes=no_aes, **kw)
+        _map_once(pc, line_xy, "segment_pooled",
+                  segment(ksd_pooled, floor_pooled, pooled_row).rename("segment_pooled"), **kw)
     kw = _visual_kwargs(visuals, "ksd_iid", {"color": "B1", "marker": "|", "size": 160, "width": 2})
     if kw is not None:
         pc.map(scatter_xy, "ksd_iid", data=floor, y=chain_rows, ignore_aes=ignore("ksd_iid"),
                **kw)
-        pc.map(scatter_xy, "ksd_iid_pooled", data=floor_pooled, y=pooled_position,
-               ignore_aes=no_aes, **kw)
+        _map_once(pc, scatter_xy, "ksd_iid_pooled", floor_pooled, y=pooled_position, **kw)
     kw = _visual_kwargs(visuals, "ksd", {"marker": "o", "size": 50})
     if kw is not None:
         pc.map(scatter_xy, "ksd", data=ksd, y=chain_rows, ignore_aes=ignore("ksd"), **kw)
-        pc.map(scatter_xy, "ksd_pooled", data=ksd_pooled, y=pooled_position, ignore_aes=no_aes,
-               **{"color": "B1", **kw})
+        _map_once(pc, scatter_xy, "ksd_pooled", ksd_pooled, y=pooled_position,
+                  **{"color": "B1", **kw})
     kw = _visual_kwargs(visuals, "ratio", {"color": "B1", "horizontal_align": "left",
                                            "vertical_align": "center", "size": 9})
     if kw is not None:
         pc.map(annotate_xy, "ratio", data=(ksd / floor).rename("ratio"), text=_ratio_text,
                x=np.maximum(ksd, floor) * 1.12, y=chain_rows, ignore_aes=ignore("ratio"), **kw)
-        pc.map(annotate_xy, "ratio_pooled", data=(ksd_pooled / floor_pooled).rename("ratio_pooled"),
-               text=_ratio_text, x=float(np.maximum(ksd_pooled, floor_pooled)) * 1.12,
-               y=pooled_position, ignore_aes=no_aes, **kw)
+        _map_once(pc, annotate_xy, "ratio_pooled",
+                  (ksd_pooled / floor_pooled).rename("ratio_pooled"), text=_ratio_text,
+                  x=float(np.maximum(ksd_pooled, floor_pooled)) * 1.12, y=pooled_position, **kw)
 
     all_values = np.concatenate(
         [ksd.values, floor.values, [ksd_pooled.item(), floor_pooled.item()]]
     )
     anchor = ksd_pooled.rename("axes")
-    pc.map(set_xscale, "xscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
-    pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(all_values.min() / 1.5, all_values.max() * 2.2))
-    pc.map(set_ylim, "ylim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(pooled_position - 0.8, positions[0] + 0.8))
-    pc.map(set_yticks, "yticks", data=anchor, ignore_aes=no_aes, store_artist=False,
-           values=list(np.append(positions, pooled_position)), labels=labels + ["pooled"])
-    pc.map(hline, "separator", data=xr.DataArray((pooled_position + positions[-1]) / 2, name="sep"),
-           ignore_aes=no_aes, color="B3", width=0.8)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text=_xlabel_chains(n_final),
-           color="B1")
-    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes, text=_CHAINS_TITLE,
-           color="B1")
+    _set_once(pc, set_xscale, "xscale", anchor, scale="log")
+    _set_once(pc, set_xlim, "xlim", anchor,
+              limits=(all_values.min() / 1.5, all_values.max() * 2.2))
+    _set_once(pc, set_ylim, "ylim", anchor, limits=(pooled_position - 0.8, positions[0] + 0.8))
+    _set_once(pc, _set_yticks, "yticks", anchor,
+              values=list(np.append(positions, pooled_position)), labels=labels + ["pooled"])
+    _map_once(pc, hline, "separator",
+              xr.DataArray((pooled_position + positions[-1]) / 2, name="sep"), color="B3",
+              width=0.8)
+    _map_once(pc, labelled_x, "xlabel", anchor, text=_xlabel_chains(n_final), color="B1")
+    _map_once(pc, labelled_title, "title", anchor, text=_CHAINS_TITLE, color="B1")
     if pc.backend == "matplotlib":
-        pc.map(lambda da, target: _readable_log_ticks(target.xaxis), "xticks", data=anchor,
-               ignore_aes=no_aes, store_artist=False)
-    if show:
-        pc.show()
-    return pc
+        _set_once(pc, lambda da, target: _readable_log_ticks(target.xaxis), "xticks", anchor)
+    return _shown(pc, show)

@@ -8,22 +8,10 @@ import xarray as xr
 
 from steindiag._validate import check_probability
 from steindiag.control_variates import control_variates
-from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_stats,
-    _check_target,
-    _check_visuals,
-    _ignore_aes,
-    _labelled_result,
-    _new_collection,
-    _new_figure,
-    _no_pc_kwargs,
-    _parameter_label,
-    _plain_kwargs,
-    _set_yticks,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_template, _ignore_aes, _map_once, _new_collection,
+                                     _new_figure, _no_pc_kwargs, _parameter_label, _plain_kwargs,
+                                     _labelled_result, _set_once, _set_yticks, _shown,
+                                     _use_arviz_plots, _visual_kwargs)
 
 _VISUALS = ("plain", "cv", "reduction", "zero")
 _NEEDED = ("mean", "sd", "mcse_mean", "mean_cv", "mcse_mean_cv", "variance_reduction",
@@ -152,10 +140,9 @@ def plot_control_variates(result, *, ci_prob=0.95, plot_collection=None, backend
     >>> plt.close(fig)
     """
     ci_prob = check_probability(ci_prob, "ci_prob")
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    stats = _check_stats(stats, ("control_variates",))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _VISUALS, ("control_variates",), visuals, aes_by_visuals, stats, ax, backend, show,
+        plot_collection)
     result, relabel = _labelled_result(result, stats, "control_variates", _is_cv_result,
                                        control_variates, labeller)
     if not isinstance(result, xr.Dataset):
@@ -181,8 +168,6 @@ def _x_limits(layout):
 
 
 def _plot_matplotlib(layout, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     fig, ax, _ = _new_figure(ax, figsize, _default_size(layout))
     styles = (("plain", _PLAIN_COLOR, layout.plain, _OFFSET),
               ("cv", _CV_COLOR, layout.cv, -_OFFSET))
@@ -210,9 +195,7 @@ def _plot_matplotlib(layout, visuals, ax, figsize, show):
     ax.set_ylim(0.4, layout.rows[0] + 0.6)
     ax.set_xlabel(layout.xlabel, fontsize="small")
     ax.set_title(layout.title, fontsize="medium")
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsize, show,
@@ -222,12 +205,9 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
 
     annotate_xy, scatter_xy = _plain_kwargs(annotate_xy), _plain_kwargs(scatter_xy)
     label = result["label"]
-    if pc is None:
-        pc = _new_collection(xr.Dataset({"cv": result["mean_cv"]}), backend=backend,
-                             figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
-                             aes={"overlay": ["label"]})
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({"cv": result["mean_cv"]}), backend=backend,
+                         figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
+                         aes={"overlay": ["label"]})
     rows = xr.DataArray(layout.rows, dims=["label"], coords={"label": label})
     styles = (("plain", _PLAIN_COLOR, layout.plain, _OFFSET),
               ("cv", _CV_COLOR, layout.cv, -_OFFSET))
@@ -248,7 +228,6 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
                                  name="cv"),
                y=rows + offset, ignore_aes=ignore, **{"size": 25, **kw, "width": 0})
     anchor = xr.DataArray(0.0, name="cv")
-    no_aes = set(pc.aes_set)
     low, high = _x_limits(layout)
     kw = _visual_kwargs(visuals, "reduction", {"color": _CV_COLOR, "size": 9,
                                                "horizontal_align": "left",
@@ -262,17 +241,10 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
                **kw)
     kw = _visual_kwargs(visuals, "zero", {"color": "B3", "width": 0.8})
     if kw is not None:
-        pc.map(vline, "zero", data=anchor, ignore_aes=no_aes, **kw)
-    pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(low, high))
-    pc.map(set_ylim, "ylim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(0.4, layout.rows[0] + 0.6))
-    pc.map(_set_yticks, "yticks", data=anchor, ignore_aes=no_aes, store_artist=False,
-           values=list(layout.rows), labels=layout.labels)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text=layout.xlabel,
-           color="B1", size=9)
-    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes, text=layout.title,
-           color="B1")
-    if show:
-        pc.show()
-    return pc
+        _map_once(pc, vline, "zero", anchor, **kw)
+    _set_once(pc, set_xlim, "xlim", anchor, limits=(low, high))
+    _set_once(pc, set_ylim, "ylim", anchor, limits=(0.4, layout.rows[0] + 0.6))
+    _set_once(pc, _set_yticks, "yticks", anchor, values=list(layout.rows), labels=layout.labels)
+    _map_once(pc, labelled_x, "xlabel", anchor, text=layout.xlabel, color="B1", size=9)
+    _map_once(pc, labelled_title, "title", anchor, text=layout.title, color="B1")
+    return _shown(pc, show)

@@ -4,35 +4,14 @@ import numpy as np
 import xarray as xr
 
 from steindiag._diagnose import diagnose
-from steindiag.plots._diagnosis_layout import (
-    _ATTRIBUTION_TITLE,
-    _KSD_TITLE,
-    _attribution_sizes,
-    _check_diagnosis,
-    _is_diagnosis,
-    _layout,
-    _p_limits,
-    _pvalue_title,
-    _ratio_text,
-    _x_limits,
-)
-from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_stats,
-    _check_target,
-    _check_visuals,
-    _ignore_aes,
-    _labelled_result,
-    _new_collection,
-    _no_pc_kwargs,
-    _plain_kwargs,
-    _readable_log_ticks,
-    _set_yticks,
-    _suptitle,
-    _use_arviz_plots,
-    _verdict_color,
-    _visual_kwargs,
-)
+from steindiag.plots._diagnosis_layout import (_ATTRIBUTION_TITLE, _KSD_TITLE, _attribution_sizes,
+                                               _check_diagnosis, _is_diagnosis, _layout, _p_limits,
+                                               _pvalue_title, _x_limits)
+from steindiag.plots._common import (_check_template, _draw_ksd_rows, _ignore_aes, _map_once,
+                                     _new_collection, _new_panels, _no_pc_kwargs, _plain_kwargs,
+                                     _ratio_text, _readable_log_ticks, _labelled_result,
+                                     _set_once, _set_yticks, _shown, _suptitle, _use_arviz_plots,
+                                     _verdict_color, _visual_kwargs)
 
 _VISUALS = ("ksd", "ksd_iid", "segment", "pvalue", "level", "attribution", "ratio", "title", "legend")
 def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=None,
@@ -131,10 +110,9 @@ def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=No
     ['chain 3: does not fit', 'pooled: does not fit']
     >>> plt.close(fig)
     """
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    stats = _check_stats(stats, ("diagnose",))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _VISUALS, ("diagnose",), visuals, aes_by_visuals, stats, ax, backend, show,
+        plot_collection)
     result, relabel = _labelled_result(diagnosis, stats, "diagnose", _is_diagnosis, diagnose,
                                        labeller)
     if not isinstance(result, xr.Dataset):
@@ -155,42 +133,16 @@ def _default_size(layout):
 
 
 def _plot_matplotlib(layout, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     n_panel = 2 if layout.attribution is None else 3
-    if ax is None:
-        fig, axes = plt.subplots(1, n_panel, layout="constrained",
-                                 figsize=figsize or _default_size(layout))
-    else:
-        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
-        if axes.size != n_panel:
-            raise ValueError(f"ax must hold {n_panel} axes (one per panel); got {axes.size}.")
-        fig = axes[0].figure
+    fig, axes = _new_panels(ax, n_panel, figsize or _default_size(layout))
     gids = [f"[{i}]" for i in range(len(layout.rows) - 1)] + ["_pooled"]
     ax_ksd, ax_p = axes[0], axes[1]
 
-    kw_iid = _visual_kwargs(visuals, "ksd_iid", {"color": "0.25", "marker": "|",
-                                                  "markersize": 14, "markeredgewidth": 2,
-                                                  "linestyle": "none"})
-    kw_ksd = _visual_kwargs(visuals, "ksd", {"marker": "o", "markersize": 8,
-                                             "linestyle": "none"})
-    kw_ratio = _visual_kwargs(visuals, "ratio", {"fontsize": "small", "va": "center"})
-    kw_segment = _visual_kwargs(visuals, "segment", {"color": "0.7", "linewidth": 1.2,
-                                                     "zorder": 1})
-    for i, row in enumerate(layout.rows):
-        value, base = layout.ksd[i], layout.floor[i]
-        if kw_segment is not None:
-            ax_ksd.plot([base, value], [row, row], **kw_segment)[0].set_gid(f"segment{gids[i]}")
-        if kw_iid is not None:
-            ax_ksd.plot([base], [row], **kw_iid)[0].set_gid(f"ksd_iid{gids[i]}")
-        if kw_ksd is not None:
-            ax_ksd.plot([value], [row], **{"color": layout.colors[i], **kw_ksd})[0].set_gid(
-                f"ksd{gids[i]}")
-        if kw_ratio is not None:
-            ax_ksd.text(max(value, base) * 1.12, row, _ratio_text(value / base),
-                        gid=f"ratio{gids[i]}", **kw_ratio)
-    ax_ksd.set_xscale("log")
+    _draw_ksd_rows(ax_ksd, layout.rows, layout.ksd, layout.floor, layout.colors, gids, visuals,
+                   segment={"color": "0.7", "linewidth": 1.2, "zorder": 1},
+                   ratio={"fontsize": "small", "va": "center"})
     ax_ksd.set_xlim(*_x_limits(np.append(layout.ksd, layout.floor)))
     _readable_log_ticks(ax_ksd.xaxis)
     ax_ksd.set_yticks(layout.rows, layout.labels)
@@ -249,9 +201,7 @@ def _plot_matplotlib(layout, visuals, ax, figsize, show):
         handles = [Line2D([], [], marker="o", linestyle="none", color=c,
                           label=names.get(c, "other")) for c in present]
         ax_ksd.legend(handles=handles, **kw_legend)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsize, show,
@@ -265,15 +215,12 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
     chain = result["chain"]
     n_chain = chain.size
     has_attr = layout.attribution is not None
-    if pc is None:
-        panels = {"ksd": result["ksd"], "pvalue": result["pvalue"]}
-        if has_attr:
-            panels["attribution"] = result["ksd"].rename("attribution")   # one per chain
-        pc = _new_collection(xr.Dataset(panels), backend=backend,
-                             figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
-                             cols=["__variable__"], aes={"overlay": ["chain"]})
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    panels = {"ksd": result["ksd"], "pvalue": result["pvalue"]}
+    if has_attr:
+        panels["attribution"] = result["ksd"].rename("attribution")   # one per chain
+    pc = _new_collection(pc, xr.Dataset(panels), backend=backend,
+                         figsize=figsize or _default_size(layout), pc_kwargs=pc_kwargs,
+                         cols=["__variable__"], aes={"overlay": ["chain"]})
 
     def by_chain(values, name):
         return xr.DataArray(np.asarray(values)[:n_chain], dims=["chain"],
@@ -294,8 +241,7 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
             chain_kwargs.setdefault("color", colors)
         pc.map(fun, visual, data=data, ignore_aes=ignore, **{**chain_kwargs, **kw})
         if pooled_data is not None:
-            pc.map(fun, f"{visual}_pooled", data=pooled_data, ignore_aes=set(pc.aes_set),
-                   **{**(pooled_kwargs or {}), **kw})
+            _map_once(pc, fun, f"{visual}_pooled", pooled_data, **{**(pooled_kwargs or {}), **kw})
 
     # KSD panel
     kw = _visual_kwargs(visuals, "segment", {"color": "B3", "width": 1.2})
@@ -305,12 +251,11 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
         segments = xr.DataArray(np.stack([ends, ys]), dims=["plot_axis", "row", "end"],
                                 coords={"plot_axis": ["x", "y"]}, name="ksd")
         for k in range(len(layout.rows)):
-            pc.map(line_xy, f"segment_{k}", data=segments.isel(row=k), ignore_aes=set(
-                pc.aes_set), **kw)
+            _map_once(pc, line_xy, f"segment_{k}", segments.isel(row=k), **kw)
     separator = float(layout.rows[-2] / 2 if len(layout.rows) > 1 else 0.5)
     for panel in ("ksd", "pvalue"):
-        pc.map(hline, f"separator_{panel}", data=xr.DataArray(separator, name=panel),
-               ignore_aes=set(pc.aes_set), color="B3", width=0.8)
+        _map_once(pc, hline, f"separator_{panel}", xr.DataArray(separator, name=panel),
+                  color="B3", width=0.8)
     draw("ksd_iid", scatter_xy, result["ksd_iid"].rename("ksd"),
          {"marker": "|", "size": 160, "width": 2}, y=rows,
          pooled_data=result["ksd_iid_pooled"].rename("ksd"),
@@ -342,14 +287,14 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
             color = layout.test_colors[k]
             face = color if layout.reliable[k] else "none"
             name = "pvalue_pooled" if k == pooled else f"pvalue_test{k - pooled - 1}"
-            pc.map(scatter_xy, name,
-                   data=xr.DataArray(max(layout.pvalue[k], 1e-6), name="pvalue"),
-                   y=float(layout.test_rows[k]), ignore_aes=set(pc.aes_set),
-                   **{"edgecolor": color, "facecolor": face, **kw_p})
+            _map_once(pc, scatter_xy, name,
+                      xr.DataArray(max(layout.pvalue[k], 1e-6), name="pvalue"),
+                      y=float(layout.test_rows[k]),
+                      **{"edgecolor": color, "facecolor": face, **kw_p})
     kw = _visual_kwargs(visuals, "level", {"color": "B2", "linestyle": "C1", "width": 1.0})
     anchor_p = xr.DataArray(layout.level, name="pvalue")
     if kw is not None:
-        pc.map(vline, "level", data=anchor_p, ignore_aes=set(pc.aes_set), **kw)
+        _map_once(pc, vline, "level", anchor_p, **kw)
     # attribution panel
     if has_attr:
         kw = _visual_kwargs(visuals, "attribution", {"color": "#D55E00", "alpha": 0.8})
@@ -365,46 +310,35 @@ def _plot_collection(result, layout, pc, backend, aes_by_visuals, visuals, figsi
                                           default=pc.aes_set), **kw)
 
     # axes: one call per panel
-    no_aes = set(pc.aes_set)
     anchor_k = xr.DataArray(0.0, name="ksd")
-    pc.map(set_xscale, "xscale", data=anchor_k, ignore_aes=no_aes, scale="log",
-           store_artist=False)
-    pc.map(set_xscale, "xscale_p", data=anchor_p, ignore_aes=no_aes, scale="log",
-           store_artist=False)
-    pc.map(set_xlim, "xlim", data=anchor_k, ignore_aes=no_aes, store_artist=False,
-           limits=_x_limits(np.append(layout.ksd, layout.floor)))
-    pc.map(set_xlim, "xlim_p", data=anchor_p, ignore_aes=no_aes, store_artist=False,
-           limits=_p_limits(layout))
-    pc.map(set_ylim, "ylim", data=anchor_k, ignore_aes=no_aes, store_artist=False,
-           limits=(-0.8, layout.rows[0] + 0.8))
-    pc.map(set_ylim, "ylim_p", data=anchor_p, ignore_aes=no_aes, store_artist=False,
-           limits=(layout.test_rows[-1] - 0.8, layout.rows[0] + 0.8))
-    pc.map(_set_yticks, "yticks", data=anchor_k, ignore_aes=no_aes, store_artist=False,
-           values=list(layout.rows), labels=layout.labels)
-    pc.map(_set_yticks, "yticks_p", data=anchor_p, ignore_aes=no_aes, store_artist=False,
-           values=list(layout.test_rows), labels=layout.test_labels)
-    pc.map(labelled_title, "panel_title", data=anchor_k, ignore_aes=no_aes, text=_KSD_TITLE,
-           color="B1", size=10)
-    pc.map(labelled_title, "panel_title_p", data=anchor_p, ignore_aes=no_aes,
-           text=_pvalue_title(layout.level), color="B1", size=10)
-    pc.map(labelled_x, "xlabel", data=anchor_k, ignore_aes=no_aes, text="KSD", color="B1")
-    pc.map(labelled_x, "xlabel_p", data=anchor_p, ignore_aes=no_aes,
-           text="p-value (hollow: not reliable)", color="B1")
+    _set_once(pc, set_xscale, "xscale", anchor_k, scale="log")
+    _set_once(pc, set_xscale, "xscale_p", anchor_p, scale="log")
+    _set_once(pc, set_xlim, "xlim", anchor_k,
+              limits=_x_limits(np.append(layout.ksd, layout.floor)))
+    _set_once(pc, set_xlim, "xlim_p", anchor_p, limits=_p_limits(layout))
+    _set_once(pc, set_ylim, "ylim", anchor_k, limits=(-0.8, layout.rows[0] + 0.8))
+    _set_once(pc, set_ylim, "ylim_p", anchor_p,
+              limits=(layout.test_rows[-1] - 0.8, layout.rows[0] + 0.8))
+    _set_once(pc, _set_yticks, "yticks", anchor_k, values=list(layout.rows), labels=layout.labels)
+    _set_once(pc, _set_yticks, "yticks_p", anchor_p, values=list(layout.test_rows),
+              labels=layout.test_labels)
+    _map_once(pc, labelled_title, "panel_title", anchor_k, text=_KSD_TITLE, color="B1", size=10)
+    _map_once(pc, labelled_title, "panel_title_p", anchor_p, text=_pvalue_title(layout.level),
+              color="B1", size=10)
+    _map_once(pc, labelled_x, "xlabel", anchor_k, text="KSD", color="B1")
+    _map_once(pc, labelled_x, "xlabel_p", anchor_p, text="p-value (hollow: not reliable)",
+              color="B1")
     if has_attr:
         anchor_a = xr.DataArray(0.0, name="attribution")
-        pc.map(set_xticks, "xticks_a", data=anchor_a, ignore_aes=no_aes, store_artist=False,
-               values=list(range(len(layout.parameters))), labels=layout.parameters)
-        pc.map(_set_yticks, "yticks_a", data=anchor_a, ignore_aes=no_aes, store_artist=False,
-               values=list(layout.rows[:-1]), labels=layout.labels[:-1])
-        pc.map(set_ylim, "ylim_a", data=anchor_a, ignore_aes=no_aes, store_artist=False,
-               limits=(0.2, layout.rows[0] + 0.8))
-        pc.map(labelled_title, "panel_title_a", data=anchor_a, ignore_aes=no_aes,
-               text=_ATTRIBUTION_TITLE, color="B1", size=10)
+        _set_once(pc, set_xticks, "xticks_a", anchor_a,
+                  values=list(range(len(layout.parameters))), labels=layout.parameters)
+        _set_once(pc, _set_yticks, "yticks_a", anchor_a, values=list(layout.rows[:-1]),
+                  labels=layout.labels[:-1])
+        _set_once(pc, set_ylim, "ylim_a", anchor_a, limits=(0.2, layout.rows[0] + 0.8))
+        _map_once(pc, labelled_title, "panel_title_a", anchor_a, text=_ATTRIBUTION_TITLE,
+                  color="B1", size=10)
     if pc.backend == "matplotlib":
-        pc.map(lambda da, target: _readable_log_ticks(target.xaxis), "xticks",
-               data=anchor_k, ignore_aes=no_aes, store_artist=False)
+        _set_once(pc, lambda da, target: _readable_log_ticks(target.xaxis), "xticks", anchor_k)
     if _visual_kwargs(visuals, "title", {}) is not None:
         _suptitle(pc, layout.title)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

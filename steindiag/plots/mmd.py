@@ -4,19 +4,11 @@ import numpy as np
 import xarray as xr
 
 from steindiag._mmd import mmd
-from steindiag.plots._common import (
-    _check_stats,
-    _check_target,
-    _check_visuals,
-    _labelled_result,
-    _new_collection,
-    _new_figure,
-    _no_pc_kwargs,
-    _plain_kwargs,
-    _set_yticks,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag._validate import check_probability
+from steindiag.plots._common import (_check_bool, _check_template, _map_once, _new_collection,
+                                     _new_figure, _no_pc_kwargs, _plain_kwargs, _labelled_result,
+                                     _set_once, _set_yticks, _shown, _use_arviz_plots,
+                                     _visual_kwargs)
 
 _VISUALS = ("cells", "labels", "flags", "title")
 
@@ -49,6 +41,13 @@ def _is_mmd_result(value):
     # Any DataArray is taken as a result (and checked): draws come as arrays or traces.
     return isinstance(value, xr.DataArray) or (
         isinstance(value, xr.Dataset) and "mmd2" in value.data_vars)
+
+
+def _chain_names(chains, labeller):
+    """The chains' labels: their coordinate values, or the labeller's ``sel_to_str``."""
+    if labeller is None:
+        return [str(chain) for chain in chains]
+    return [labeller.sel_to_str({"chain": chain}, {"chain": i}) for i, chain in enumerate(chains)]
 
 
 def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collection=None,
@@ -122,14 +121,10 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
     'chain'
     >>> plt.close(fig)
     """
-    stats = _check_stats(stats, ("mmd",))
-    visuals = _check_visuals(visuals, _VISUALS)
-    show = _check_target(ax, backend, show, plot_collection)
-    if not isinstance(annotate, (bool, np.bool_)):
-        raise TypeError(f"annotate must be True or False; got {type(annotate).__name__}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) or not (
-            0 < alpha < 1):
-        raise ValueError(f"alpha must be a number in (0, 1); got {alpha!r}.")
+    visuals, _, stats, show = _check_template(_VISUALS, ("mmd",), visuals, None, stats, ax,
+                                              backend, show, plot_collection)
+    annotate = _check_bool(annotate, "annotate")
+    alpha = check_probability(alpha, "alpha")
     if isinstance(result, (np.ndarray, list, tuple)) and "mmd" not in stats:
         raise TypeError("result must be the xarray.DataArray returned by steindiag.mmd, or "
                         f"draws with stats={{'mmd': {{...}}}}; got {type(result).__name__}.")
@@ -175,9 +170,7 @@ def plot_mmd(result, *, alpha=0.01, annotate=True, cmap="viridis", plot_collecti
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False,
                                            edgecolor="r", linewidth=2, gid=f"flag[{i},{j}]"))
     ax.set_title(_title(result, pvalue, alpha), fontsize="medium")
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _title(result, pvalue, alpha):
@@ -197,12 +190,9 @@ def _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap, pc, b
     fill_between_y, annotate_xy = _plain_kwargs(fill_between_y), _plain_kwargs(annotate_xy)
     values = result.transpose("chain", "chain_other").values
     n_row, n_column = values.shape
-    if pc is None:
-        pc = _new_collection(xr.Dataset({"mmd2": xr.DataArray(0.0)}), backend=backend,
-                             figsize=figsize or (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row),
-                             pc_kwargs=pc_kwargs)
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({"mmd2": xr.DataArray(0.0)}), backend=backend,
+                         figsize=figsize or (1.6 + 0.9 * n_column, 1.2 + 0.8 * n_row),
+                         pc_kwargs=pc_kwargs)
     colormap = matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap
     vmax = max(float(np.nanmax(values)), np.finfo(float).tiny)
     shade = np.clip(values / vmax, 0.0, 1.0)
@@ -211,7 +201,6 @@ def _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap, pc, b
     # Row i at height n_row - 1 - i: the first chain on top, as in the matplotlib image.
     heights = n_row - 1 - np.arange(n_row, dtype=np.float64)
     cells = xr.DataArray(values, dims=["chain", "chain_other"], name="mmd2")
-    no_aes = set(pc.aes_set)
     kw = _visual_kwargs(visuals, "cells", {"alpha": 1.0})
     kw_labels = _visual_kwargs(visuals, "labels", {"size": 8, "horizontal_align": "center",
                                                   "vertical_align": "center"})
@@ -221,42 +210,36 @@ def _plot_collection(result, pvalue, rows, columns, alpha, annotate, cmap, pc, b
             x = np.array([j - 0.5, j + 0.5])
             cell = cells.isel(chain=i, chain_other=j)
             if kw is not None:
-                pc.map(fill_between_y, f"cells_{i}_{j}", data=cell.rename("mmd2"), x=x,
-                       y_bottom=np.full(2, heights[i] - 0.5), y_top=np.full(2, heights[i] + 0.5),
-                       ignore_aes=no_aes, **{"color": colors[i, j], **kw})
+                _map_once(pc, fill_between_y, f"cells_{i}_{j}", cell.rename("mmd2"), x=x,
+                          y_bottom=np.full(2, heights[i] - 0.5),
+                          y_top=np.full(2, heights[i] + 0.5), **{"color": colors[i, j], **kw})
             if rows[i] == columns[j]:
                 continue
             if annotate and kw_labels is not None:
                 text = f"{values[i, j]:.2g}"
                 if pvalue is not None:
                     text += f"\np={pvalue[i, j]:.2g}"
-                pc.map(annotate_xy, f"labels_{i}_{j}", data=cell, text=text, x=float(j),
-                       y=heights[i], ignore_aes=no_aes,
-                       **{"color": "black" if shade[i, j] > 0.6 else "white", **kw_labels})
+                _map_once(pc, annotate_xy, f"labels_{i}_{j}", cell, text=text, x=float(j),
+                          y=heights[i],
+                          **{"color": "black" if shade[i, j] > 0.6 else "white", **kw_labels})
             if pvalue is not None and pvalue[i, j] < alpha and kw_flags is not None:
                 outline = xr.DataArray(
                     [[j - 0.5, j + 0.5, j + 0.5, j - 0.5, j - 0.5],
                      heights[i] + np.array([-0.5, -0.5, 0.5, 0.5, -0.5])],
                     dims=["plot_axis", "corner"], coords={"plot_axis": ["x", "y"]},
                     name="mmd2")
-                pc.map(line_xy, f"flags_{i}_{j}", data=outline, ignore_aes=no_aes, **kw_flags)
+                _map_once(pc, line_xy, f"flags_{i}_{j}", outline, **kw_flags)
     anchor = xr.DataArray(0.0, name="mmd2")
-    pc.map(set_xlim, "xlim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(-0.5, n_column - 0.5))
-    pc.map(set_ylim, "ylim", data=anchor, ignore_aes=no_aes, store_artist=False,
-           limits=(-0.5, n_row - 0.5))
-    pc.map(set_xticks, "xticks", data=anchor, ignore_aes=no_aes, store_artist=False,
-           values=list(range(n_column)), labels=columns)
-    pc.map(_set_yticks, "yticks", data=anchor, ignore_aes=no_aes, store_artist=False,
-           values=list(heights), labels=rows)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="chain", color="B1")
-    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text="chain", color="B1")
+    _set_once(pc, set_xlim, "xlim", anchor, limits=(-0.5, n_column - 0.5))
+    _set_once(pc, set_ylim, "ylim", anchor, limits=(-0.5, n_row - 0.5))
+    _set_once(pc, set_xticks, "xticks", anchor, values=list(range(n_column)), labels=columns)
+    _set_once(pc, _set_yticks, "yticks", anchor, values=list(heights), labels=rows)
+    _map_once(pc, labelled_x, "xlabel", anchor, text="chain", color="B1")
+    _map_once(pc, labelled_y, "ylabel", anchor, text="chain", color="B1")
     kw = _visual_kwargs(visuals, "title", {"color": "B1", "size": 10})
     if kw is not None:
-        pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes,
-               text=_title(result, pvalue, alpha).replace("MMD$^2$", "MMD^2")
-               + f"\ncolour: {cmap if isinstance(cmap, str) else 'cmap'} from 0 to {vmax:.2g}",
-               **kw)
-    if show:
-        pc.show()
-    return pc
+        _map_once(pc, labelled_title, "title", anchor,
+                  text=_title(result, pvalue, alpha).replace("MMD$^2$", "MMD^2")
+                  + f"\ncolour: {cmap if isinstance(cmap, str) else 'cmap'} from 0 to {vmax:.2g}",
+                  **kw)
+    return _shown(pc, show)

@@ -4,22 +4,10 @@ import numpy as np
 import xarray as xr
 
 from steindiag._ksd import ksd_path
-from steindiag.plots._common import (
-    _chain_labels,
-    _check_aes_by_visuals,
-    _check_dataset,
-    _check_stats,
-    _check_target,
-    _check_visuals,
-    _figure_kwargs,
-    _ignore_aes,
-    _labelled_result,
-    _new_figure,
-    _no_pc_kwargs,
-    _select,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_chain_labels, _check_dataset, _check_template, _ignore_aes,
+                                     _map_once, _new_collection, _new_figure, _no_pc_kwargs,
+                                     _labelled_result, _select, _set_once, _shown,
+                                     _use_arviz_plots, _visual_kwargs)
 
 _PLOT_KSD_VISUALS = ("ksd", "ksd_pooled", "ksd_iid", "ksd_iid_pooled", "guide", "legend")
 _KSD_LABEL = "KSD (square root of the V-statistic)"
@@ -135,10 +123,9 @@ def plot_ksd(path, *, coords=None, visuals=None, plot_collection=None, backend=N
     ('log', 'log')
     >>> plt.close(fig)
     """
-    visuals = _check_visuals(visuals, _PLOT_KSD_VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _PLOT_KSD_VISUALS)
-    stats = _check_stats(stats, ("ksd_path",))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _PLOT_KSD_VISUALS, ("ksd_path",), visuals, aes_by_visuals, stats, ax, backend, show,
+        plot_collection)
     if isinstance(path, xr.Dataset) and "ksd" in path.data_vars:
         _check_dataset(path, "path", "ksd_path", [("chain", "n")])
     elif isinstance(path, (np.ndarray, list, tuple)) and "ksd_path" not in stats:
@@ -160,8 +147,6 @@ def plot_ksd(path, *, coords=None, visuals=None, plot_collection=None, backend=N
 
 
 def _plot_ksd_matplotlib(path, visuals, labeller, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     fig, ax, created = _new_figure(ax, figsize, (8.0, 4.5))
     n = path["n"].values
     chains = path["chain"].values
@@ -216,9 +201,7 @@ def _plot_ksd_matplotlib(path, visuals, labeller, ax, figsize, show):
             handles = [_neutral_entry(handle, kw_iid) if label == _FLOOR_LABEL else handle
                        for handle, label in zip(handles, labels)]
         ax.legend(handles, labels, **kw_legend)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _neutral_entry(line, kw_iid):
@@ -231,23 +214,11 @@ def _neutral_entry(line, kw_iid):
 
 def _plot_ksd_collection(path, pc, aes_by_visuals, visuals, figsize, backend, show,
                          pc_kwargs):
-    from arviz_base import rcParams
-    from arviz_plots import PlotCollection
     from arviz_plots.visuals import labelled_x, labelled_y, line_xy, set_xscale, set_yscale
 
-    if pc is None:
-        if backend is None:
-            backend = rcParams["plot.backend"]
-        pc_kwargs = dict(pc_kwargs)
-        pc_kwargs.setdefault("aes", {"color": ["chain"]})
-        figure_kwargs = _figure_kwargs(pc_kwargs, backend, figsize or (8.0, 4.5))
-        pc = PlotCollection.wrap(
-            path[["ksd"]], cols=[], backend=backend, figure_kwargs=figure_kwargs, **pc_kwargs
-        )
-    else:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, path[["ksd"]], backend=backend, figsize=figsize or (8.0, 4.5),
+                         pc_kwargs=pc_kwargs, default_aes={"color": ["chain"]})
     n = path["n"]
-    no_aes = set(pc.aes_set)
 
     def draw(key, data, defaults, chains, **kwargs):
         kw = _visual_kwargs(visuals, key, defaults)
@@ -272,20 +243,17 @@ def _plot_ksd_collection(path, pc, aes_by_visuals, visuals, figsize, backend, sh
              x=n_guide)
 
     anchor = path["ksd_pooled"]  # any variable without chain: one call per plot
-    pc.map(set_xscale, "xscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
-    pc.map(set_yscale, "yscale", data=anchor, ignore_aes=no_aes, scale="log", store_artist=False)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="draws per chain, n",
-           color="B1")
-    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text=_KSD_LABEL, color="B1")
+    _set_once(pc, set_xscale, "xscale", anchor, scale="log")
+    _set_once(pc, set_yscale, "yscale", anchor, scale="log")
+    _map_once(pc, labelled_x, "xlabel", anchor, text="draws per chain, n", color="B1")
+    _map_once(pc, labelled_y, "ylabel", anchor, text=_KSD_LABEL, color="B1")
 
     kw_legend = _visual_kwargs(visuals, "legend", {})
     if kw_legend is not None:
         if "color" in pc.aes_set:
             pc.add_legend("chain", **kw_legend)
         _reference_legend(pc, visuals)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)
 
 
 def _reference_legend(pc, visuals):

@@ -5,16 +5,9 @@ import xarray as xr
 
 from steindiag._validate import evaluate_score_callable
 from steindiag.kernels import make_kernel
-from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_target,
-    _check_visuals,
-    _ignore_aes,
-    _new_collection,
-    _no_pc_kwargs,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_bool, _check_template, _ignore_aes, _map_once,
+                                     _new_collection, _no_pc_kwargs, _shown, _use_arviz_plots,
+                                     _visual_kwargs)
 
 _VISUALS = ("terms", "stein_kernel", "zero", "y", "legend")
 
@@ -158,11 +151,9 @@ def plot_stein_kernel(score, *, y=1.0, x=None, lengthscale=1.0, kernel="imq", c=
         raise ValueError(f"lengthscale must be a finite number > 0; got {lengthscale}.")
     if not np.isfinite(y):
         raise ValueError(f"y must be finite; got {y}.")
-    if not isinstance(batched, (bool, np.bool_)):
-        raise TypeError(f"batched must be True or False; got {type(batched).__name__}.")
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    show = _check_target(ax, backend, show, plot_collection)
+    batched = _check_bool(batched, "batched")
+    visuals, aes_by_visuals, _, show = _check_template(
+        _VISUALS, (), visuals, aes_by_visuals, None, ax, backend, show, plot_collection)
     if x is None:
         x = np.linspace(y - 5.0 * lengthscale, y + 5.0 * lengthscale, 401)
     x = np.asarray(x, dtype=np.float64)
@@ -216,9 +207,7 @@ def _plot_matplotlib(x, y, terms, total, title, visuals, ax, figsize, show):
     kw = _visual_kwargs(visuals, "legend", {"fontsize": "small", "frameon": False})
     if kw is not None:
         ax.legend(**kw)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, visuals,
@@ -228,13 +217,9 @@ def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, vis
     names = [_TERM_LABELS[name] for name in terms]
     term_lines = xr.DataArray(np.stack(list(terms.values())), dims=["term", "x"],
                               coords={"term": names}, name="stein_kernel")
-    if pc is None:
-        pc = _new_collection(xr.Dataset({"stein_kernel": term_lines}), backend=backend,
-                             figsize=figsize or (8.5, 4.5), pc_kwargs=pc_kwargs,
-                             aes={"color": ["term"]})
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
-    no_aes = set(pc.aes_set)
+    pc = _new_collection(pc, xr.Dataset({"stein_kernel": term_lines}), backend=backend,
+                         figsize=figsize or (8.5, 4.5), pc_kwargs=pc_kwargs,
+                         aes={"color": ["term"]})
     kw = _visual_kwargs(visuals, "terms", {"width": 1.3})
     if kw is not None:
         pc.map(line_xy, "terms", data=term_lines, x=x,
@@ -247,20 +232,17 @@ def _plot_collection(x, y, terms, total, title, pc, backend, aes_by_visuals, vis
     anchor = xr.DataArray(0.0, name="stein_kernel")
     kw = _visual_kwargs(visuals, "zero", {"color": "B3", "width": 0.8})
     if kw is not None:
-        pc.map(hline, "zero", data=anchor, ignore_aes=no_aes, **kw)
+        _map_once(pc, hline, "zero", anchor, **kw)
     kw = _visual_kwargs(visuals, "y", {"color": "B2", "linestyle": "C1", "width": 1.0})
     if kw is not None:
-        pc.map(vline, "y", data=xr.DataArray(y, name="stein_kernel"), ignore_aes=no_aes, **kw)
-    pc.map(labelled_x, "xlabel", data=anchor, ignore_aes=no_aes, text="x", color="B1")
-    pc.map(labelled_y, "ylabel", data=anchor, ignore_aes=no_aes, text="term value",
-           color="B1")
+        _map_once(pc, vline, "y", xr.DataArray(y, name="stein_kernel"), **kw)
+    _map_once(pc, labelled_x, "xlabel", anchor, text="x", color="B1")
+    _map_once(pc, labelled_y, "ylabel", anchor, text="term value", color="B1")
     # Two lines, so that the legend outside the axes leaves the title whole.
-    pc.map(labelled_title, "title", data=anchor, ignore_aes=no_aes,
-           text=title.replace(" base (", " base\n(") + "; thick: the sum k_p(x, y')",
-           color="B1", size=10)
+    _map_once(pc, labelled_title, "title", anchor,
+              text=title.replace(" base (", " base\n(") + "; thick: the sum k_p(x, y')",
+              color="B1", size=10)
     kw = _visual_kwargs(visuals, "legend", {})
     if kw is not None and "color" in pc.aes_set:
         pc.add_legend("term", **kw)
-    if show:
-        pc.show()
-    return pc
+    return _shown(pc, show)

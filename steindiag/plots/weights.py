@@ -8,18 +8,9 @@ import xarray as xr
 
 from steindiag.inputs._columns import read_columns, read_weights
 from steindiag.outputs.thinning import SteinThinning
-from steindiag.plots._common import (
-    _check_aes_by_visuals,
-    _check_stats,
-    _check_target,
-    _check_visuals,
-    _ignore_aes,
-    _new_collection,
-    _no_pc_kwargs,
-    _plain_kwargs,
-    _use_arviz_plots,
-    _visual_kwargs,
-)
+from steindiag.plots._common import (_check_template, _ignore_aes, _map_once, _new_collection,
+                                     _new_panels, _no_pc_kwargs, _plain_kwargs,
+                                     _shown, _use_arviz_plots, _visual_kwargs)
 from steindiag.thinning import stein_thin
 from steindiag.weights import stein_weights
 
@@ -183,10 +174,9 @@ def plot_weights(data, weights=None, *, thinning=None, pair=None, group="posteri
     ('x[0]', 'x[1]')
     >>> plt.close(fig)
     """
-    visuals = _check_visuals(visuals, _VISUALS)
-    aes_by_visuals = _check_aes_by_visuals(aes_by_visuals, _VISUALS)
-    stats = _check_stats(stats, ("stein_weights", "stein_thin"))
-    show = _check_target(ax, backend, show, plot_collection)
+    visuals, aes_by_visuals, stats, show = _check_template(
+        _VISUALS, ("stein_weights", "stein_thin"), visuals, aes_by_visuals, stats, ax, backend,
+        show, plot_collection)
     weights = _resolve(weights, stats, "stein_weights", None, stein_weights, data)
     thinning = _resolve(thinning, stats, "stein_thin", None,
                         lambda d, **kw: stein_thin(d, **{**kw, "return_info": True}), data)
@@ -208,19 +198,8 @@ def _names(panels):
 
 
 def _plot_matplotlib(panels, visuals, ax, figsize, show):
-    import matplotlib.pyplot as plt
-
     names = _names(panels)
-    if ax is None:
-        fig, axes = plt.subplots(1, len(names), layout="constrained", squeeze=False,
-                                 figsize=figsize or (5.0 * len(names), 4.6))
-        axes = axes.ravel()
-    else:
-        axes = np.atleast_1d(np.asarray(ax, dtype=object)).ravel()
-        if axes.size != len(names):
-            raise ValueError(f"ax must hold {len(names)} axes (one per panel: {names}); got "
-                             f"{axes.size}.")
-        fig = axes[0].figure
+    fig, axes = _new_panels(ax, len(names), figsize or (5.0 * len(names), 4.6), f": {names}")
     kw_draws = _visual_kwargs(visuals, "draws", {"color": "0.75", "s": _BASE_SIZE / 3,
                                                  "linewidths": 0})
     kw_title = _visual_kwargs(visuals, "title", {"fontsize": "medium"})
@@ -247,9 +226,7 @@ def _plot_matplotlib(panels, visuals, ax, figsize, show):
         target.set_ylabel(panels.ylabel)
         if kw_title is not None:
             target.set_title(title, **kw_title)
-    if show:
-        plt.show()
-    return fig
+    return _shown(fig, show)
 
 
 def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show, pc_kwargs):
@@ -257,13 +234,9 @@ def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show
 
     scatter_xy = _plain_kwargs(scatter_xy)
     names = _names(panels)
-    if pc is None:
-        layout = xr.Dataset({name: xr.DataArray(0.0) for name in names})
-        pc = _new_collection(layout, backend=backend,
-                             figsize=figsize or (5.0 * len(names), 4.6), pc_kwargs=pc_kwargs,
-                             cols=["__variable__"])
-    elif pc_kwargs:
-        _no_pc_kwargs(pc_kwargs)
+    pc = _new_collection(pc, xr.Dataset({name: xr.DataArray(0.0) for name in names}),
+                         backend=backend, figsize=figsize or (5.0 * len(names), 4.6),
+                         pc_kwargs=pc_kwargs, cols=["__variable__"])
 
     def points(name, index):
         return xr.DataArray(np.stack([panels.x[index], panels.y[index]]),
@@ -295,14 +268,8 @@ def _plot_collection(panels, pc, backend, aes_by_visuals, visuals, figsize, show
                 pc.map(scatter_xy, "thinned", data=points(name, panels.thinned),
                        ignore_aes=_ignore_aes(pc, aes_by_visuals, "thinned"), **kw)
             title = panels.thinned_title
-        no_aes = set(pc.aes_set)
-        pc.map(labelled_x, f"xlabel_{name}", data=anchor, ignore_aes=no_aes,
-               text=panels.xlabel, color="B1")
-        pc.map(labelled_y, f"ylabel_{name}", data=anchor, ignore_aes=no_aes,
-               text=panels.ylabel, color="B1")
+        _map_once(pc, labelled_x, f"xlabel_{name}", anchor, text=panels.xlabel, color="B1")
+        _map_once(pc, labelled_y, f"ylabel_{name}", anchor, text=panels.ylabel, color="B1")
         if kw_title is not None:
-            pc.map(labelled_title, f"title_{name}", data=anchor, ignore_aes=no_aes,
-                   text=title, **kw_title)
-    if show:
-        pc.show()
-    return pc
+            _map_once(pc, labelled_title, f"title_{name}", anchor, text=title, **kw_title)
+    return _shown(pc, show)

@@ -8,10 +8,8 @@ here without touching the draws again. See the Background page of the docs.
 
 import numpy as np
 
-from steindiag.stats.autocorrelation import (
-    chains_autocorrelation_time,
-    integrated_autocorrelation_time,
-)
+from steindiag.stats.autocorrelation import (chains_autocorrelation_time,
+                                             integrated_autocorrelation_time)
 
 __all__ = ["BLOCK_PER_TAU", "BLOCK_PER_TAU_AGREEMENT", "MAX_AUTO_BLOCKS", "agreement_statistic", "auto_block_length",
            "block_units", "far_pair_sums", "mmd2_from_sums", "permutation_pvalue",
