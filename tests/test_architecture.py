@@ -6,6 +6,7 @@ The import layers themselves are checked by import-linter (``.importlinter``, ru
 """
 
 import ast
+import doctest
 import inspect
 import re
 from pathlib import Path
@@ -31,6 +32,18 @@ def _code_lines(function):
         else node.body[0].lineno
     return [line for line in lines[start - 1:node.end_lineno]
             if line.strip() and not line.strip().startswith("#")]
+
+
+@pytest.mark.parametrize("name", PUBLIC_FUNCTIONS)
+def test_docstring_examples_run(name):
+    # Every public function's Examples section runs and prints what it shows.
+    pytest.importorskip("matplotlib")
+    finder = doctest.DocTestFinder(recurse=False)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(inspect.unwrap(getattr(steindiag, name)), name):
+        runner.run(test)
+    assert runner.tries > 0, f"{name}: no example ran"
+    assert runner.failures == 0, f"{name}: {runner.failures} example(s) failed (output above)"
 
 
 @pytest.mark.parametrize("name", PUBLIC_FUNCTIONS)

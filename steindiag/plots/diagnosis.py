@@ -104,7 +104,7 @@ def plot_diagnosis(diagnosis, *, plot_collection=None, backend=None, labeller=No
     >>> x = np.random.default_rng(0).standard_normal((4, 500, 2))
     >>> x[3] += 1.0                                   # one chain off target
     >>> res = steindiag.diagnose(x, score=-x, rng=0)
-    >>> fig, axes = plt.subplots(1, 2)
+    >>> fig, axes = plt.subplots(1, 3)                # KSD, p-values, where it points
     >>> fig = steindiag.plot_diagnosis(res, ax=axes)
     >>> [t.get_text() for t in axes[0].get_yticklabels()][-2:]
     ['chain 3: does not fit', 'pooled: does not fit']
