@@ -173,7 +173,8 @@ def diagnose(data, model=None, *, score=None, log_density=None, rng=None, alpha=
 
     The KSD test reads the chains in blocks of L = 1 + floor(5 (tau - 1)) draws, tau the
     largest autocorrelation time of the chains' mean autocorrelation over the draws' and
-    scores' coordinates: draws L apart are nearly independent (for an AR(1) chain,
+    scores' coordinates, the same alternated in sign (antithetic chains) and the draws'
+    folded ranks: draws L apart are nearly independent (for an AR(1) chain,
     correlated at most 0.001), so its statistic, the mean over the L offsets of the
     V-statistic of every L-th draw, has its null distribution from independent signs,
     one per block. Three statistics share those signs and are read together by max-T:

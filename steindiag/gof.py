@@ -152,7 +152,9 @@ def ksd_test(data, model=None, *, score=None, bootstrap="auto", n_bootstrap=1000
     levels: see the checking page of the docs).
 
     Thinned bootstrap: draws L apart, L about 5 tau (tau from the chains' mean
-    autocorrelation, largest over the coordinates of the draws and the scores), are
+    autocorrelation, largest over the coordinates of the draws and the scores, of the
+    same alternated in sign, which antithetic chains need, and of the draws' folded
+    ranks, their second-order terms; Background page), are
     nearly independent, so the V-statistic of every L-th draw is a statistic of nearly
     independent draws, for which independent signs give the null distribution. The
     statistic averages it over the offsets, and the bootstrap keeps the offsets

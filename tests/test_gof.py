@@ -32,7 +32,13 @@ from hypothesis import strategies as st
 import steindiag
 from steindiag.engine import forms
 from steindiag.stats.bootstrap import bootstrap_weights, flip_probability, sign_chains
-from steindiag.stats.autocorrelation import integrated_autocorrelation_time
+from steindiag.stats.autocorrelation import (
+    alternated,
+    chains_autocorrelation_time,
+    folded_ranks,
+    integrated_autocorrelation_time,
+    memory_time,
+)
 from steindiag.kernels.preconditioner import make_preconditioner
 from steindiag.kernels import IMQ
 
@@ -209,6 +215,47 @@ def test_autocorrelation_time_of_ar1():
     assert abs(integrated_autocorrelation_time(x)[0] - 3.0) < 0.15
     # Truth: a constant column has no autocorrelation to measure; defined as 1.
     assert integrated_autocorrelation_time(np.ones((10, 1)))[0] == 1.0
+
+
+def test_memory_time_of_antithetic_ar1():
+    x = ar1(np.random.default_rng(2), 4, 50_000, -0.5)
+    # Truth: an AR(1) chain with rho = -1/2 has rho_k = (-1/2)^k, so Geyer's tau of the
+    # draws is at most 1 (clipped to 1), while the alternated series (-1)^t x_t is an
+    # AR(1) chain with rho = +1/2: tau = (1 + 1/2) / (1 - 1/2) = 3 (standard error a few
+    # percent on 2e5 draws).
+    assert chains_autocorrelation_time(x)[0] == 1.0
+    assert abs(chains_autocorrelation_time(alternated(x))[0] - 3.0) < 0.15
+    # Truth: the draws' score under N(0, 1) is -x, so the thinned test's tau is the
+    # alternated draws' (the folded ranks' is smaller: squares are correlated 1/4 at lag 1,
+    # tau of x^2 = (1 + 1/4) / (1 - 1/4) = 5/3).
+    assert abs(memory_time(x, -x) - 3.0) < 0.15
+    # Truth: a positively correlated chain alternates into an antithetic one (tau 1), so
+    # its tau is its own, as before.
+    y = ar1(np.random.default_rng(3), 4, 50_000, 0.5)
+    assert chains_autocorrelation_time(alternated(y))[0] == 1.0
+    assert abs(memory_time(y, -y) - 3.0) < 0.15
+    # Truth: the thinned test's documented rule with tau = 3: L = 1 + floor(5 (tau - 1))
+    # = 11 (10 or 11 within the estimate's error of 0.15), the last floor(tau - 1) = 2
+    # offsets of each block not read (1 when the estimate is just below 3); before,
+    # antithetic chains got L = 1 and every offset read.
+    from types import SimpleNamespace
+
+    from steindiag.methods.ksd_test import plan_test
+    plan = plan_test(SimpleNamespace(draws=x, scores=-x), "thinned", has_chains=True,
+                     estimator="exact", rng=np.random.default_rng(0))
+    assert plan.lag in (10, 11) and plan.lag - plan.n_offsets in (1, 2)
+
+
+def test_folded_ranks_are_even_and_normal():
+    x = np.random.default_rng(4).standard_t(3.0, size=(2, 5000, 2))
+    # Truth: |(-x) - median(-x)| = |x - median(x)|, so the folded ranks of -x are those of x.
+    np.testing.assert_array_equal(folded_ranks(-x), folded_ranks(x))
+    # Truth: rank-normalised values are the N(0, 1) quantiles at (r - 3/8) / (S + 1/4),
+    # symmetric about 0, so their mean is 0 up to the two draws at the same distance from
+    # an even sample's median (tied ranks, averaged), and their variance near 1.
+    z = folded_ranks(x).reshape(-1, 2)
+    np.testing.assert_allclose(z.mean(axis=0), 0.0, atol=1e-4)
+    np.testing.assert_allclose(z.var(axis=0), 1.0, atol=0.01)
 
 
 # -- level and power --------------------------------------------------------------------

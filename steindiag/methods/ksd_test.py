@@ -22,10 +22,7 @@ from steindiag.engine.memory import check_memory
 from steindiag.engine.nystrom import default_n_landmarks
 from steindiag.engine.progress import CONSERVATIVE_FLOPS, make_progress
 from steindiag.methods.nystrom import nystrom_forms
-from steindiag.stats.autocorrelation import (
-    chains_autocorrelation_time,
-    integrated_autocorrelation_time,
-)
+from steindiag.stats.autocorrelation import integrated_autocorrelation_time, memory_time
 from steindiag.stats.bootstrap import (
     MIN_POOLED_BLOCKS,
     MIN_THINNED_DRAWS,
@@ -70,7 +67,8 @@ class TestPlan:
         the draws and the scores).
     common_tau : float
         With the thinned bootstrap, the largest tau of the chains' mean autocorrelation
-        (the lag's); NaN otherwise.
+        over the draws and scores, the same alternated in sign and the draws' folded
+        ranks (``stats.autocorrelation.memory_time``; the lag's); NaN otherwise.
     lag, n_offsets : int
         The thinned test reads every ``lag``-th draw from each of the first
         ``n_offsets`` offsets of a block (1, 1 unless thinned).
@@ -133,9 +131,12 @@ def plan_test(prepared, bootstrap, *, has_chains, estimator, rng, damped=False):
     if bootstrap == "thinned":
         # One lag for all chains, so that the blocks form one array: from the largest tau
         # over the coordinates of the chains' mean autocorrelation (each chain's own
-        # largest tau is noisier, and its maximum over many coordinates biased upwards).
-        common_tau = chains_autocorrelation_time(
-            np.concatenate([prepared.draws, prepared.scores], axis=2)).max()
+        # largest tau is noisier, and its maximum over many coordinates biased upwards), of
+        # the draws and scores, of the same alternated in sign and of the draws' folded
+        # ranks: antithetic chains (HMC, NUTS) have tau 1 in the draws while their
+        # dependence lasts (tau 3 alternated for AR(1) with rho -0.5) and their
+        # second-order terms stay positively correlated (HMC on t5 x t5: folded tau 3.1).
+        common_tau = memory_time(prepared.draws, prepared.scores)
         lag = int(thinning_lag(common_tau))
         n_offsets = thinned_offsets(common_tau, lag)
         n_used = max(n_draw // lag, 1)

@@ -1,4 +1,4 @@
-"""Integrated autocorrelation time of chains (array layer, NumPy only).
+"""Integrated autocorrelation time of chains (array layer, NumPy and SciPy).
 
 Used by the tests on MCMC output to size what must stay together: the blocks of the
 thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutation tests
@@ -6,8 +6,11 @@ thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutatio
 """
 
 import numpy as np
+from scipy.special import ndtri
+from scipy.stats import rankdata
 
-__all__ = ["chains_autocorrelation_time", "integrated_autocorrelation_time"]
+__all__ = ["alternated", "chains_autocorrelation_time", "folded_ranks",
+           "integrated_autocorrelation_time", "memory_time"]
 
 # Columns transformed at a time: the FFT buffers are about 3 * size * _COLUMNS doubles
 # (size = the next power of two above 2 n), so long chains with many columns stay small.
@@ -78,6 +81,50 @@ def chains_autocorrelation_time(x):
             tau_cols[found] = _geyer(mean)
             tau[cols] = tau_cols
     return tau
+
+
+def alternated(x):
+    """(-1)^t x_t of chains x (chain, draw, k): an antithetic chain's memory made positive.
+
+    Where draws alternate in sign (HMC, NUTS), rho_k of x is about (-1)^k |rho_k|, so
+    Geyer's tau of x is at most 1 however long the alternation lasts, while the
+    alternated series has rho_k = (-1)^k rho_k = |rho_k|: its tau measures how long the
+    antithetic dependence lasts, as tau of x does for a positively correlated chain (a
+    Gaussian AR(1) chain with coefficient -r gives the tau of one with +r).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    return x * np.where(np.arange(x.shape[1]) % 2 == 1, -1.0, 1.0)[None, :, None]
+
+
+def folded_ranks(x):
+    """Folded, rank-normalised columns of chains x (chain, draw, k): a second-order feature.
+
+    z = Phi^-1((r - 3/8) / (S + 1/4)), r the rank (ties averaged) of |x - median| among
+    all S = chain * draw values of the column (Vehtari et al. 2021's folded rank
+    normalisation). Even in x and bounded in effect whatever x's tails: where the draws
+    are antithetic their squares, and the Stein kernel's second-order terms, can stay
+    positively autocorrelated, and this feature's autocorrelation shows it, also for
+    heavy-tailed draws whose squares have no variance.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n_chain, n, k = x.shape
+    flat = x.reshape(-1, k)
+    ranks = rankdata(np.abs(flat - np.median(flat, axis=0)), axis=0)
+    return ndtri((ranks - 0.375) / (flat.shape[0] + 0.25)).reshape(n_chain, n, k)
+
+
+def memory_time(draws, scores):
+    """The largest tau (``chains_autocorrelation_time``) of the chains' draws and scores
+    (chain, draw, d), of the same alternated in sign (:func:`alternated`) and of the
+    draws' folded ranks (:func:`folded_ranks`): how far apart draws must be for every
+    term of the Stein kernel to be nearly uncorrelated, whether its dependence is
+    positive (tau of x), alternating (antithetic chains: tau of (-1)^t x) or only in
+    second-order terms (tau of the folded ranks). At least 1.
+    """
+    first = np.concatenate([draws, scores], axis=2)
+    return float(max(chains_autocorrelation_time(first).max(),
+                     chains_autocorrelation_time(alternated(first)).max(),
+                     chains_autocorrelation_time(folded_ranks(draws)).max()))
 
 
 def integrated_autocorrelation_time(x):
