@@ -135,6 +135,22 @@ def premise_level(reps, method="auto"):
               f"{small:.2f} | {np.median(vr):.3g} |", flush=True)
 
 
+def premise_few_draws(reps):
+    """Warnings of ``control_variates`` on few exact N(0, I) draws (score -x): seeds
+    0 .. reps - 1 of ``default_rng(seed).standard_normal((chains, draws, d))``."""
+    print("| exact N(0, I) draws | runs | warned |")
+    print("|---|---|---|")
+    for chains, draws, d in ((2, 60, 22), (2, 60, 5), (4, 50, 10), (4, 250, 3)):
+        warned = 0
+        for seed in range(reps):
+            x = np.random.default_rng(seed).standard_normal((chains, draws, d))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                steindiag.control_variates(x, score=-x)
+            warned += any("do not belong together" in str(w.message) for w in caught)
+        print(f"| {chains} x {draws}, d = {d} | {reps} | {warned} |", flush=True)
+
+
 def premise_power(reps):
     """Power of the premise checks on draws and scores that do not belong together.
 
@@ -324,6 +340,8 @@ def main():
     parser.add_argument("--pymc", action="store_true")
     parser.add_argument("--advi", action="store_true",
                         help="premise checks on mean-field ADVI draws (biased)")
+    parser.add_argument("--premise-few-draws", action="store_true",
+                        help="warnings of the premise checks on few exact draws")
     parser.add_argument("--premise", action="store_true",
                         help="false alarms and power of the premise checks")
     parser.add_argument("--runs", type=int, default=50)
@@ -339,6 +357,8 @@ def main():
         scaling(args.dims)
     if args.advi:
         advi_runs(args.runs, args.trace_dir, args.reference_draws)
+    if args.premise_few_draws:
+        premise_few_draws(args.runs)
     if args.premise:
         premise_level(args.runs, args.method)
         premise_power(max(args.runs // 2, 10))

@@ -21,6 +21,7 @@ from steindiag.methods.control_variates import (
     stein_kernel_matrix,
     transform_controls,
 )
+from steindiag.methods.cv_checks import premise_check
 from steindiag.stats.mcse import mcse_mean
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -491,6 +492,22 @@ def test_premise_checks_rarely_fire_on_exact_draws():
                                              functions={"e": lambda d: np.exp(d[..., 0] / 4)})
         alarms += res.attrs["premise_check"] == "failed"
     assert alarms <= 2, alarms
+
+
+def test_identity_checks_hold_their_level_on_few_draws():
+    # 2,000 runs of 2 x 60 exact N(0, I) draws at d = 22 (66 identity tests, Bonferroni at
+    # family-wise level 0.001). With so few draws per chain an ESS estimate above the number
+    # of draws (chance antithetic-looking chains) shrank the error bar: 15 of these runs
+    # failed before the ESS was capped at the draws' count. At twice the nominal rate,
+    # 10 or more failures in 2,000 runs have probability below 0.01 (binomial(2000, 0.002)).
+    rng = np.random.default_rng(2026)
+    names = [f"x[{k}]" for k in range(22)]
+    none = np.zeros((2, 60, 0))
+    failures = 0
+    for _ in range(2000):
+        x = rng.standard_normal((2, 60, 22))
+        failures += not premise_check(x, -x, names, none, none, [], np.zeros(0, bool)).passed
+    assert failures <= 9, failures
 
 
 def test_diagnosis_warning_is_the_only_one():
