@@ -9,6 +9,8 @@ import ast
 import doctest
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,16 @@ def test_docstring_examples_run(name):
 def test_public_functions_are_thin(name):
     # validate -> read once -> methods -> outputs: at most 60 code lines.
     assert len(_code_lines(getattr(steindiag, name))) <= 60
+
+
+def test_import_leaves_slow_scipy_modules_unloaded():
+    # scipy.stats and scipy.optimize cost about 0.35 s of CPU per process to import; the
+    # package uses scipy.special at import and defers scipy.optimize to its two callers.
+    code = ("import sys, steindiag; "
+            "print(sorted(m for m in ('scipy.stats', 'scipy.optimize') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]", out
 
 
 def test_modules_are_small():

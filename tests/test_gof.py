@@ -34,6 +34,7 @@ from steindiag.engine import forms
 from steindiag.stats.bootstrap import bootstrap_weights, flip_probability, sign_chains
 from steindiag.stats.autocorrelation import (
     alternated,
+    average_ranks,
     chains_autocorrelation_time,
     folded_ranks,
     integrated_autocorrelation_time,
@@ -244,6 +245,14 @@ def test_memory_time_of_antithetic_ar1():
     plan = plan_test(SimpleNamespace(draws=x, scores=-x), "thinned", has_chains=True,
                      estimator="exact", rng=np.random.default_rng(0))
     assert plan.lag in (10, 11) and plan.lag - plan.n_offsets in (1, 2)
+
+
+def test_average_ranks_are_scipys():
+    from scipy.stats import rankdata
+    rng = np.random.default_rng(5)
+    # Truth: scipy.stats.rankdata's "average" ranks, ties included (integer-valued columns).
+    for a in (rng.standard_normal((400, 3)), rng.integers(0, 6, (300, 4)).astype(float)):
+        np.testing.assert_array_equal(average_ranks(a), rankdata(a, axis=0))
 
 
 def test_folded_ranks_are_even_and_normal():

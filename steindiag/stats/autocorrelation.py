@@ -1,4 +1,4 @@
-"""Integrated autocorrelation time of chains (array layer, NumPy and SciPy).
+"""Integrated autocorrelation time of chains (array layer, NumPy and scipy.special).
 
 Used by the tests on MCMC output to size what must stay together: the blocks of the
 thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutation tests
@@ -7,9 +7,8 @@ thinned and wild bootstraps (``steindiag.gof``) and the blocks of the permutatio
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import rankdata
 
-__all__ = ["alternated", "chains_autocorrelation_time", "folded_ranks",
+__all__ = ["alternated", "average_ranks", "chains_autocorrelation_time", "folded_ranks",
            "integrated_autocorrelation_time", "memory_time"]
 
 # Columns transformed at a time: the FFT buffers are about 3 * size * _COLUMNS doubles
@@ -96,6 +95,21 @@ def alternated(x):
     return x * np.where(np.arange(x.shape[1]) % 2 == 1, -1.0, 1.0)[None, :, None]
 
 
+def average_ranks(a):
+    """Ranks 1..S of each column of ``a`` (S, k), ties given their average rank (as
+    ``scipy.stats.rankdata``'s "average", without importing scipy.stats at import time)."""
+    a = np.asarray(a, dtype=np.float64)
+    ranks = np.empty_like(a)
+    for j in range(a.shape[1]):
+        order = np.argsort(a[:, j], kind="mergesort")
+        ordered = a[order, j]
+        first = np.r_[True, ordered[1:] != ordered[:-1]]
+        group = np.cumsum(first)                       # 1-based tie group of each value
+        bounds = np.r_[np.flatnonzero(first), ordered.size]
+        ranks[order, j] = 0.5 * (bounds[group] + bounds[group - 1] + 1)
+    return ranks
+
+
 def folded_ranks(x):
     """Folded, rank-normalised columns of chains x (chain, draw, k): a second-order feature.
 
@@ -109,7 +123,7 @@ def folded_ranks(x):
     x = np.asarray(x, dtype=np.float64)
     n_chain, n, k = x.shape
     flat = x.reshape(-1, k)
-    ranks = rankdata(np.abs(flat - np.median(flat, axis=0)), axis=0)
+    ranks = average_ranks(np.abs(flat - np.median(flat, axis=0)))
     return ndtri((ranks - 0.375) / (flat.shape[0] + 0.25)).reshape(n_chain, n, k)
 
 
