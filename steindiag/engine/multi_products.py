@@ -277,19 +277,7 @@ def _matmat_tile(draws_t, scores_t, a, isotropic, kind, params, trace_a, weights
 @nb.njit(cache=True, fastmath=_FAST_SUM, error_model="numpy", inline="always")
 def _base_block_sum(draws_t, a, isotropic, x_i, j0, nj, qdist, kind, params):
     """sum over j = j0 .. j0 + nj - 1 of f((x_i - x_j)^T A (x_i - x_j))."""
-    d = draws_t.shape[1]
-    for k in range(d):
-        xk = x_i[k]
-        ak = a[0] if isotropic else a[k]
-        xs = draws_t[0, k, j0 : j0 + nj]
-        if k == 0:  # the first coordinate writes, the others add (no zeroing pass)
-            for m in range(nj):
-                u = xk - xs[m]
-                qdist[m] = ak * u * u
-        else:
-            for m in range(nj):
-                u = xk - xs[m]
-                qdist[m] += ak * u * u
+    _block_distances(draws_t, a, isotropic, x_i, j0, nj, qdist)
     c2, beta = kernel_constants(kind, params)
     return block_base_sum(kind, c2, beta, qdist, nj)
 
@@ -458,7 +446,7 @@ def _block_distances(draws_t, a, isotropic, x_i, j0, nj, qdist):
         xk = x_i[k]
         ak = a[0] if isotropic else a[k]
         xs = draws_t[0, k, j0 : j0 + nj]
-        if k == 0:
+        if k == 0:  # the first coordinate writes, the others add (no zeroing pass)
             for m in range(nj):
                 u = xk - xs[m]
                 qdist[m] = ak * u * u
