@@ -84,6 +84,9 @@ def readings(record):
     stats = [c[:, 0] for c in record["chain"]]
     reps = [c[:, 1:] for c in record["chain"]]
     reliable = record["reliable"]
+    if not reliable.any():
+        raise ValueError("no chain's KSD test is trusted in this run (fewer than 20 blocks per "
+                         "chain): pick a configuration with longer chains")
 
     def max_t(members):
         adjusted = max_statistic_pvalues(np.concatenate([stats[k] for k in members]),
