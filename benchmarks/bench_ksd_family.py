@@ -122,10 +122,8 @@ def readings(record):
 
 
 def interval(k, n):
-    from scipy.stats import beta
-
-    low = 0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1)
-    high = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
+    """"k/n = r % [low, high]" with the 95 % Clopper-Pearson interval (two decimals)."""
+    low, high = bc.clopper_pearson(k, n)
     return f"{k}/{n} = {100 * k / n:.2f} % [{100 * low:.1f}, {100 * high:.1f}]"
 
 
